@@ -1,0 +1,118 @@
+package bufferpool
+
+// This file is the contract between the buffer pool and its callers
+// (bufferpool/files, later runtime/ipc). Implementation lives in the
+// other files of the package.
+
+import (
+	"errors"
+	"time"
+)
+
+// Sentinel errors, matched with errors.Is.
+var (
+	// ErrNoSpace: no tier has room for the blob, even after evicting
+	// every clean blob that could be evicted. Dirty blobs are never
+	// evicted: the caller must drain (write back) and retry, or fail.
+	ErrNoSpace = errors.New("bufferpool: no space in any tier")
+	// ErrNotFound: the bucket or blob does not exist.
+	ErrNotFound = errors.New("bufferpool: not found")
+	// ErrExist: the bucket already exists (RenameBucket target).
+	ErrExist = errors.New("bufferpool: already exists")
+	// ErrInvalid: a bad argument (offset past a blob, bad name, bad config).
+	ErrInvalid = errors.New("bufferpool: invalid argument")
+	// ErrClosed: the pool was closed.
+	ErrClosed = errors.New("bufferpool: closed")
+)
+
+// Tier kinds.
+const (
+	KindRAM  = "ram"  // memfd per bucket (shared memory)
+	KindFile = "file" // one sparse file per bucket in a directory (NVMe/SSD)
+)
+
+// Placement policies (data placement engine).
+const (
+	PlaceMinimizeIOTime = "minimize_io_time" // fastest tier with room (default)
+	PlaceRoundRobin     = "round_robin"
+	PlaceRandom         = "random"
+)
+
+// TierConfig describes one tier. Tiers are given fastest first.
+type TierConfig struct {
+	Name     string // unique, e.g. "ram", "nvme0"
+	Kind     string // KindRAM or KindFile
+	Dir      string // KindFile: directory holding the segment files
+	Capacity int64  // bytes; enforced: resident bytes never exceed it
+	// HighWatermark and LowWatermark are fractions of Capacity (0..1).
+	// Past High the organizer demotes the coldest blobs until use is
+	// below Low. Zero values mean 0.9 and 0.7.
+	HighWatermark float64
+	LowWatermark  float64
+}
+
+// Config configures a Pool.
+type Config struct {
+	Tiers     []TierConfig
+	Placement string // one of the Place* constants; "" = PlaceMinimizeIOTime
+	// OrganizerInterval is how often the organizer runs; 0 = 200ms,
+	// negative disables it (tests drive it with Organize).
+	OrganizerInterval time.Duration
+	// PromoteReads: a blob on a slower tier read at least this many
+	// times (decayed) is promoted when the faster tier has room. 0 = 3.
+	PromoteReads float64
+	// Seed for PlaceRandom (0 = time based).
+	Seed int64
+}
+
+// BucketOptions are fixed when a bucket is created.
+type BucketOptions struct {
+	// PageSize > 0 makes a page bucket: blobs are addressed by page
+	// index, every page is PageSize bytes, and in every tier page i sits
+	// at offset i*PageSize of the bucket's segment (a sparse image of
+	// the file). PageSize == 0 makes a named-blob bucket whose blobs are
+	// placed in the segment by an extent allocator.
+	PageSize int64
+}
+
+// Filler produces the initial contents of a page that is not resident
+// (stage-in). buf is PageSize bytes, zeroed. Returning an error aborts the
+// operation and inserts nothing. It is called with the bucket locked:
+// it must not call back into the same bucket.
+type Filler func(buf []byte) error
+
+// BlobInfo describes one blob.
+type BlobInfo struct {
+	Name     string // named buckets; page buckets: decimal page index
+	Page     int64  // page buckets: the page index; -1 otherwise
+	Size     int64  // bytes of the blob (PageSize for pages)
+	Tier     string // name of the tier holding it
+	Dirty    bool
+	Version  uint64  // bumped on every write
+	Reads    uint64  // lifetime reads
+	Score    float64 // organizer score: higher is hotter
+	LastUsed time.Time
+}
+
+// TierStats is a snapshot of one tier.
+type TierStats struct {
+	Name      string `json:"name"`
+	Kind      string `json:"kind"`
+	Capacity  int64  `json:"capacity"`
+	Used      int64  `json:"used"`
+	Blobs     int64  `json:"blobs"`
+	Dirty     int64  `json:"dirty_bytes"`
+	Promoted  uint64 `json:"promoted"`
+	Demoted   uint64 `json:"demoted"`
+	Evicted   uint64 `json:"evicted"`
+	HighWater int64  `json:"high_watermark_bytes"`
+}
+
+// Stats is a snapshot of the pool.
+type Stats struct {
+	Tiers      []TierStats `json:"tiers"`
+	Buckets    int64       `json:"buckets"`
+	DirtyBytes int64       `json:"dirty_bytes"`
+	Hits       uint64      `json:"hits"`   // reads served by a resident blob
+	Misses     uint64      `json:"misses"` // reads that needed a Filler
+}

@@ -1,0 +1,101 @@
+package files
+
+// STUB of the contract used by fusefs (and later runtime/ipc). Bodies are
+// being written in this package; signatures are fixed.
+
+import (
+	"errors"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iowarp/iowarp/bufferpool"
+)
+
+// Mode is the write-back policy of a mount.
+type Mode string
+
+const (
+	// Writeback absorbs writes in the tiers and drains them to the backing
+	// store in the background; fsync/fdatasync/syncfs wait for it.
+	Writeback Mode = "writeback"
+	// Writethrough returns from a write once it is on the backing store.
+	Writethrough Mode = "writethrough"
+	// Scratch never writes data back; the namespace is private and is
+	// removed when the file system closes.
+	Scratch Mode = "scratch"
+)
+
+// ErrNoSpace is returned (wrapped) when the pool stays full after draining
+// and evicting clean pages for Options.NoSpaceWait. Doors map it to ENOSPC.
+var ErrNoSpace = bufferpool.ErrNoSpace
+
+// ErrClosed: the file system is shut down.
+var ErrClosed = errors.New("files: closed")
+
+// Options configure an FS.
+type Options struct {
+	Backing      string // directory mirrored by the mount (required unless Mode == Scratch)
+	Mode         Mode   // "" = Writeback
+	PageSize     int64  // 0 = 1 MiB
+	FlushOnClose bool   // close(2) waits for the file's write-back
+	Flushers     int    // background write-back workers; 0 = 4
+	// BackingBandwidth throttles write-back to this many bytes/s (0 =
+	// unlimited). Emulates a slow parallel file system in tests/benchmarks.
+	BackingBandwidth int64
+	// ScratchDir holds the private namespace in Scratch mode ("" = a
+	// directory under os.TempDir()).
+	ScratchDir string
+	// NoSpaceWait bounds how long a write waits for drain when the pool is
+	// full before failing with ErrNoSpace. 0 = 30s.
+	NoSpaceWait time.Duration
+}
+
+// Cred is the caller's identity; new files and directories get its owner.
+type Cred struct{ Uid, Gid uint32 }
+
+// DirEntry is one readdir entry.
+type DirEntry struct {
+	Name string
+	Ino  uint64
+	Mode uint32 // S_IFMT bits only
+}
+
+// TimeSpec is a utimens argument: Omit leaves the time alone, Now uses
+// the current time, otherwise Time.
+type TimeSpec struct {
+	Omit bool
+	Now  bool
+	Time time.Time
+}
+
+// SetAttr is a setattr request; nil fields are left alone.
+type SetAttr struct {
+	Mode         *uint32 // permission bits (and suid/sgid/sticky)
+	Uid, Gid     *uint32
+	Size         *int64
+	Atime, Mtime *TimeSpec
+}
+
+// Stats is a snapshot for `iowarp stat`.
+type Stats struct {
+	Pool         bufferpool.Stats `json:"pool"`
+	Mode         Mode             `json:"mode"`
+	OpenFiles    int64            `json:"open_files"`
+	DirtyBytes   int64            `json:"dirty_bytes"`
+	FlushedBytes uint64           `json:"flushed_bytes"`
+	StagedBytes  uint64           `json:"staged_bytes"`
+	FlushErrors  uint64           `json:"flush_errors"`
+	FlushBacklog int64            `json:"flush_backlog_files"`
+	ReadHits     uint64           `json:"read_hits"`
+	ReadMisses   uint64           `json:"read_misses"`
+	BytesRead    uint64           `json:"bytes_read"`
+	BytesWritten uint64           `json:"bytes_written"`
+}
+
+// Errors returned by FS methods wrap a syscall.Errno when they come from
+// the namespace (ENOENT, EEXIST, ENOTEMPTY, EACCES ...), or ErrNoSpace /
+// ErrClosed; test with errors.As / errors.Is. Paths are relative to the
+// mount root, "/"-separated, without a leading slash; "" is the root.
+
+var _ = unix.Stat_t{}

@@ -1,0 +1,52 @@
+// Package sys is the one place where iowarp issues raw Linux system calls
+// that golang.org/x/sys/unix does not wrap in a convenient form. Other
+// packages call these helpers instead of sprinkling unix.Syscall.
+package sys
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// MemfdCreate returns an anonymous shared-memory file (memfd) named name,
+// close-on-exec. The memfd is sparse: untouched ranges cost no memory.
+func MemfdCreate(name string) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create %s: %w", name, err)
+	}
+	return os.NewFile(uintptr(fd), "memfd:"+name), nil
+}
+
+// PunchHole releases the storage of [off, off+n) in f, keeping its size.
+func PunchHole(f *os.File, off, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if err != nil {
+		return fmt.Errorf("punch hole [%d,+%d) in %s: %w", off, n, f.Name(), err)
+	}
+	return nil
+}
+
+// Fallocate reserves [off, off+n) of f (mode 0: may extend the size).
+func Fallocate(f *os.File, mode uint32, off, n int64) error {
+	return unix.Fallocate(int(f.Fd()), mode, off, n)
+}
+
+// RaiseNofile lifts the soft RLIMIT_NOFILE to the hard limit: the daemon
+// keeps one segment fd per resident file and one backing fd per open file.
+func RaiseNofile() (uint64, error) {
+	var r unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
+		return 0, err
+	}
+	r.Cur = r.Max
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
+		return 0, err
+	}
+	return r.Cur, nil
+}
