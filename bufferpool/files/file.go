@@ -1,0 +1,557 @@
+package files
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iowarp/iowarp/bufferpool"
+)
+
+// file is the pool-side state of one backing inode: its bucket, its size,
+// and an fd on the backing file for stage-in and write-back.
+type file struct {
+	fs     *FS
+	key    fileKey
+	bucket *bufferpool.Bucket
+
+	// backingMu serializes I/O that changes the backing file (write-back,
+	// truncate, fallocate) and the swap of the backing fd.
+	backingMu sync.Mutex
+	backing   *os.File
+
+	// mu keeps the size stable: shared for reads and in-place writes,
+	// exclusive for appends, truncation and fallocate.
+	mu          sync.RWMutex
+	size        atomic.Int64 // logical size of the file
+	backingSize atomic.Int64 // size of the backing file: pages past it stage in as zeros
+
+	// stateMu is a leaf lock for the bookkeeping below.
+	stateMu    sync.Mutex
+	refs       int // handles and transient users
+	writable   bool
+	unlinked   bool
+	dropped    bool
+	mtime      time.Time // time of the last data change not yet on the backing store
+	mtimeDirty bool
+	seenSize   int64 // backing size and mtime after our last change: detects other nodes
+	seenMtime  unix.Timespec
+}
+
+// attach returns the file object of the regular file open at fd (taking
+// ownership of fd), with one reference for the caller.
+func (fs *FS) attach(fd int, writable bool) (*file, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return nil, unix.EISDIR
+		}
+		return nil, unix.EINVAL
+	}
+	k := keyOf(&st)
+	fs.mu.Lock()
+	if fs.closed.Load() {
+		fs.mu.Unlock()
+		unix.Close(fd)
+		return nil, ErrClosed
+	}
+	f := fs.files[k]
+	if f == nil {
+		b, err := fs.pool.Bucket(fmt.Sprintf("file:%d", fs.nextID.Add(1)), bufferpool.BucketOptions{PageSize: fs.ps})
+		if err != nil {
+			fs.mu.Unlock()
+			unix.Close(fd)
+			return nil, err
+		}
+		f = &file{fs: fs, key: k, bucket: b, backing: os.NewFile(uintptr(fd), "backing"), refs: 1, writable: writable}
+		f.size.Store(st.Size)
+		f.backingSize.Store(st.Size)
+		if fs.scratch {
+			f.backingSize.Store(0)
+		}
+		f.seenSize, f.seenMtime = st.Size, st.Mtim
+		fs.files[k] = f
+		fs.mu.Unlock()
+		return f, nil
+	}
+	f.stateMu.Lock()
+	f.refs++
+	first := f.refs == 1
+	upgrade := writable && !f.writable
+	if upgrade {
+		f.writable = true
+	}
+	f.stateMu.Unlock()
+	fs.mu.Unlock()
+	if upgrade {
+		f.backingMu.Lock()
+		old := f.backing
+		f.backing = os.NewFile(uintptr(fd), "backing")
+		f.backingMu.Unlock()
+		old.Close()
+	} else {
+		unix.Close(fd)
+	}
+	if first {
+		f.revalidate(&st)
+	}
+	return f, nil
+}
+
+// revalidate drops cached pages when the backing file changed behind our
+// back (another node wrote it): close-to-open consistency.
+func (f *file) revalidate(st *unix.Stat_t) {
+	if f.fs.scratch {
+		return
+	}
+	f.backingMu.Lock()
+	defer f.backingMu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stateMu.Lock()
+	same := st.Size == f.seenSize && st.Mtim == f.seenMtime
+	dirty := f.mtimeDirty
+	f.stateMu.Unlock()
+	if same || dirty || len(f.bucket.DirtyPages()) > 0 {
+		return
+	}
+	if err := f.bucket.Truncate(0); err != nil {
+		return
+	}
+	f.size.Store(st.Size)
+	f.backingSize.Store(st.Size)
+	f.stateMu.Lock()
+	f.seenSize, f.seenMtime = st.Size, st.Mtim
+	f.stateMu.Unlock()
+}
+
+// release drops one reference; an unlinked file goes with its last one.
+func (f *file) release() {
+	f.stateMu.Lock()
+	f.refs--
+	gone := f.refs == 0 && f.unlinked
+	f.stateMu.Unlock()
+	if gone {
+		f.drop()
+	}
+}
+
+// markUnlinked records that the last name of the file is gone.
+func (f *file) markUnlinked() {
+	f.fs.forget(f)
+	f.stateMu.Lock()
+	f.unlinked = true
+	gone := f.refs == 0
+	f.stateMu.Unlock()
+	if gone {
+		f.drop()
+	}
+}
+
+func (f *file) isUnlinked() bool {
+	f.stateMu.Lock()
+	defer f.stateMu.Unlock()
+	return f.unlinked
+}
+
+// drop frees the pages and the backing fd.
+func (f *file) drop() {
+	f.backingMu.Lock()
+	defer f.backingMu.Unlock()
+	f.stateMu.Lock()
+	done := f.dropped
+	f.dropped = true
+	f.stateMu.Unlock()
+	if done {
+		return
+	}
+	f.fs.pool.DeleteBucket(f.bucket.Name())
+	f.backing.Close()
+	f.fs.signalSpace()
+}
+
+// overlay puts the pool's view of size and mtime into st.
+func (f *file) overlay(st *unix.Stat_t) {
+	size := f.size.Load()
+	st.Size = size
+	if blocks := (size + 4095) / 4096 * 8; blocks > st.Blocks {
+		st.Blocks = blocks
+	}
+	f.stateMu.Lock()
+	if f.mtimeDirty {
+		st.Mtim = unix.NsecToTimespec(f.mtime.UnixNano())
+		if st.Ctim.Nano() < st.Mtim.Nano() {
+			st.Ctim = st.Mtim
+		}
+	}
+	f.stateMu.Unlock()
+}
+
+func (f *file) touch() { f.setMtime(time.Now()) }
+
+func (f *file) setMtime(t time.Time) {
+	f.stateMu.Lock()
+	f.mtime, f.mtimeDirty = t, true
+	f.stateMu.Unlock()
+}
+
+// pageSpan splits [off, off+n) into page-sized pieces.
+func (f *file) pageSpan(off int64, n int, fn func(i, po int64, lo, hi int) error) error {
+	ps := f.fs.ps
+	done := 0
+	for done < n {
+		pos := off + int64(done)
+		i, po := pos/ps, pos%ps
+		step := int(min(ps-po, int64(n-done)))
+		if err := fn(i, po, done, done+step); err != nil {
+			return err
+		}
+		done += step
+	}
+	return nil
+}
+
+// stager returns the Filler that stages page i in from the backing file,
+// or nil when the backing file has nothing there (a hole or past its end).
+func (f *file) stager(i int64) bufferpool.Filler {
+	start := i * f.fs.ps
+	if start >= f.backingSize.Load() {
+		return nil
+	}
+	return func(buf []byte) error {
+		n, err := f.backing.ReadAt(buf, start)
+		f.fs.stats.staged.Add(uint64(n))
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("stage in page %d: %w", i, err)
+		}
+		return nil
+	}
+}
+
+// read reads at off; short at EOF.
+func (f *file) read(buf []byte, off int64) (int, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	size := f.size.Load()
+	if off >= size {
+		return 0, nil
+	}
+	if int64(len(buf)) > size-off {
+		buf = buf[:size-off]
+	}
+	err := f.pageSpan(off, len(buf), func(i, po int64, lo, hi int) error {
+		return f.readPage(i, po, buf[lo:hi])
+	})
+	if err != nil {
+		return 0, err
+	}
+	f.fs.stats.bytesRead.Add(uint64(len(buf)))
+	return len(buf), nil
+}
+
+func (f *file) readPage(i, po int64, dst []byte) error {
+	found, err := f.bucket.ReadPage(i, po, dst, nil)
+	if err != nil {
+		return err
+	}
+	if found {
+		f.fs.stats.hits.Add(1)
+		return nil
+	}
+	f.fs.stats.misses.Add(1)
+	fill := f.stager(i)
+	if fill == nil {
+		clear(dst)
+		return nil
+	}
+	_, err = f.bucket.ReadPage(i, po, dst, fill)
+	if errors.Is(err, bufferpool.ErrNoSpace) {
+		// Pool full of dirty pages: serve the read from the backing file
+		// uncached (the page is not resident, so the backing file is current).
+		clear(dst)
+		n, rerr := f.backing.ReadAt(dst, i*f.fs.ps+po)
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			return fmt.Errorf("read page %d: %w", i, rerr)
+		}
+		f.fs.stats.staged.Add(uint64(n))
+		return nil
+	}
+	return err
+}
+
+// write writes data at off (at EOF if appending), waiting for pool space
+// as long as Options.NoSpaceWait allows.
+func (f *file) write(data []byte, off int64, appending bool) (int, error) {
+	deadline := time.Now().Add(f.fs.opts.NoSpaceWait)
+	total := 0
+	for {
+		n, at, err := f.writeOnce(data, off, appending)
+		total += n
+		if !errors.Is(err, bufferpool.ErrNoSpace) {
+			if total > 0 {
+				f.written(err == nil)
+			}
+			if err == nil && f.fs.opts.Mode == Writethrough {
+				err = f.writeBack(false)
+			}
+			return total, err
+		}
+		data, off = data[n:], at+int64(n)
+		if f.fs.scratch || time.Now().After(deadline) || f.fs.closed.Load() {
+			if total > 0 {
+				f.written(true)
+			}
+			return total, fmt.Errorf("write: pool full of dirty data: %w", ErrNoSpace)
+		}
+		f.fs.waitSpace(50 * time.Millisecond)
+	}
+}
+
+// writeOnce copies data into pages until done or the pool is full. It
+// returns the bytes written and the offset it wrote at.
+func (f *file) writeOnce(data []byte, off int64, appending bool) (int, int64, error) {
+	if appending {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		off = f.size.Load()
+	} else {
+		f.mu.RLock()
+		defer f.mu.RUnlock()
+	}
+	ps := f.fs.ps
+	done := 0
+	err := f.pageSpan(off, len(data), func(i, po int64, lo, hi int) error {
+		var fill bufferpool.Filler
+		if po != 0 || int64(hi-lo) != ps {
+			fill = f.stager(i)
+		}
+		if _, err := f.bucket.WritePage(i, po, data[lo:hi], fill); err != nil {
+			return err
+		}
+		done = hi
+		growTo(&f.size, off+int64(hi))
+		return nil
+	})
+	return done, off, err
+}
+
+// written records a data change and schedules its write-back.
+func (f *file) written(schedule bool) {
+	f.touch()
+	if schedule && f.fs.opts.Mode == Writeback {
+		f.fs.flusher.enqueue(f)
+	}
+}
+
+func growTo(v *atomic.Int64, n int64) {
+	for {
+		cur := v.Load()
+		if n <= cur || v.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// truncate sets the size, in the pool and (at once, in order with the
+// write-back) on the backing file.
+func (f *file) truncate(size int64) error {
+	if size < 0 {
+		return unix.EINVAL
+	}
+	f.backingMu.Lock()
+	defer f.backingMu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.bucket.Truncate(size); err != nil {
+		return err
+	}
+	if !f.fs.scratch {
+		if err := f.backing.Truncate(size); err != nil {
+			return err
+		}
+		f.backingSize.Store(size)
+		f.noteSeenLocked()
+	}
+	f.size.Store(size)
+	f.touch()
+	if f.fs.opts.Mode == Writeback {
+		f.fs.flusher.enqueue(f)
+	}
+	return nil
+}
+
+// noteSeenLocked records the backing file's size and mtime after our own
+// change, so revalidate does not take it for another node's. Called with
+// backingMu held.
+func (f *file) noteSeenLocked() {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.backing.Fd()), &st) == nil {
+		f.stateMu.Lock()
+		f.seenSize, f.seenMtime = st.Size, st.Mtim
+		f.stateMu.Unlock()
+	}
+}
+
+// allocate is fallocate(2).
+func (f *file) allocate(off, n int64, mode uint32) error {
+	if off < 0 || n <= 0 {
+		return unix.EINVAL
+	}
+	const punch = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
+	keep := mode&unix.FALLOC_FL_KEEP_SIZE != 0
+	f.backingMu.Lock()
+	defer f.backingMu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case mode == 0 || mode == unix.FALLOC_FL_KEEP_SIZE:
+	case mode == punch, mode&^unix.FALLOC_FL_KEEP_SIZE == unix.FALLOC_FL_ZERO_RANGE:
+		end := min(off+n, f.size.Load())
+		if end > off {
+			if err := f.bucket.ZeroRange(off, end-off); err != nil {
+				return err
+			}
+		}
+	default:
+		return unix.EOPNOTSUPP
+	}
+	if !f.fs.scratch {
+		if err := unix.Fallocate(int(f.backing.Fd()), mode, off, n); err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if unix.Fstat(int(f.backing.Fd()), &st) == nil {
+			growTo(&f.backingSize, st.Size)
+		}
+		f.noteSeenLocked()
+	}
+	if !keep {
+		growTo(&f.size, off+n)
+	}
+	f.touch()
+	if f.fs.opts.Mode == Writeback {
+		f.fs.flusher.enqueue(f)
+	}
+	return nil
+}
+
+// writeBack writes every dirty page, then the size and mtime, to the
+// backing file; with fsync it also fsyncs (fdatasync if datasync).
+func (f *file) writeBack(fsync bool) error { return f.writeBackMode(fsync, false) }
+
+func (f *file) writeBackMode(fsync, datasync bool) error {
+	if f.fs.scratch {
+		return nil
+	}
+	f.backingMu.Lock()
+	defer f.backingMu.Unlock()
+	f.stateMu.Lock()
+	skip := f.unlinked || f.dropped
+	f.stateMu.Unlock()
+	if skip {
+		return nil
+	}
+	if err := f.writePagesLocked(); err != nil {
+		f.fs.stats.flushErrors.Add(1)
+		return err
+	}
+	if err := f.writeMetaLocked(); err != nil {
+		f.fs.stats.flushErrors.Add(1)
+		return err
+	}
+	if fsync {
+		var err error
+		if datasync {
+			err = unix.Fdatasync(int(f.backing.Fd()))
+		} else {
+			err = f.backing.Sync()
+		}
+		if err != nil {
+			return fmt.Errorf("fsync backing file: %w", err)
+		}
+	}
+	return nil
+}
+
+// writePagesLocked writes the dirty pages. Called with backingMu held.
+func (f *file) writePagesLocked() error {
+	ps := f.fs.ps
+	bp := f.fs.getPage()
+	defer f.fs.putPage(bp)
+	buf := *bp
+	cleaned := false
+	defer func() {
+		if cleaned {
+			f.fs.signalSpace()
+		}
+	}()
+	for _, i := range f.bucket.DirtyPages() {
+		ver, dirty, found, err := f.bucket.SnapshotPage(i, buf)
+		if err != nil {
+			return fmt.Errorf("write back page %d: %w", i, err)
+		}
+		if !found || !dirty {
+			continue
+		}
+		start := i * ps
+		size := f.size.Load()
+		if start >= size {
+			f.bucket.MarkClean(i, ver)
+			continue
+		}
+		n := min(ps, size-start)
+		f.fs.limiter.wait(n)
+		if _, err := f.backing.WriteAt(buf[:n], start); err != nil {
+			return fmt.Errorf("write back page %d: %w", i, err)
+		}
+		growTo(&f.backingSize, start+n)
+		f.fs.stats.flushed.Add(uint64(n))
+		if f.bucket.MarkClean(i, ver) {
+			cleaned = true
+		}
+	}
+	return nil
+}
+
+// writeMetaLocked sets the backing file's size and mtime. Called with
+// backingMu held.
+func (f *file) writeMetaLocked() error {
+	fd := int(f.backing.Fd())
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("write back size: %w", err)
+	}
+	if size := f.size.Load(); st.Size < size {
+		if err := unix.Ftruncate(fd, size); err != nil {
+			return fmt.Errorf("write back size %d: %w", size, err)
+		}
+		growTo(&f.backingSize, size)
+	}
+	f.stateMu.Lock()
+	mt, dirty := f.mtime, f.mtimeDirty
+	f.stateMu.Unlock()
+	if dirty && len(f.bucket.DirtyPages()) == 0 {
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mt.UnixNano())}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), ts, 0); err != nil {
+			return fmt.Errorf("write back mtime: %w", err)
+		}
+		f.stateMu.Lock()
+		if f.mtime.Equal(mt) {
+			f.mtimeDirty = false
+		}
+		f.stateMu.Unlock()
+	}
+	f.noteSeenLocked()
+	return nil
+}

@@ -1,0 +1,288 @@
+package files
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iowarp/iowarp/bufferpool"
+)
+
+// DefaultPageSize is the page (blob) size of a file.
+const DefaultPageSize = 1 << 20
+
+// fileKey identifies a backing inode.
+type fileKey struct{ dev, ino uint64 }
+
+// FS is POSIX file semantics on the buffer pool. Safe for concurrent use.
+type FS struct {
+	pool     *bufferpool.Pool
+	opts     Options
+	ps       int64
+	rootPath string
+	rootFd   int
+	isRoot   bool // the daemon runs as root: chown new entries to the caller
+	scratch  bool
+
+	pages sync.Pool // *[]byte of ps bytes
+
+	limiter *rateLimiter
+	flusher *flusher
+
+	closed atomic.Bool
+	nextID atomic.Uint64
+
+	// space is signalled (Broadcast) whenever write-back cleans pages, so
+	// writers waiting for pool space retry.
+	spaceMu sync.Mutex
+	space   *sync.Cond
+
+	mu    sync.Mutex
+	files map[fileKey]*file // live files by backing inode
+
+	stats counters
+}
+
+type counters struct {
+	flushed, staged, flushErrors     atomic.Uint64
+	hits, misses, bytesRead, written atomic.Uint64
+	openFiles                        atomic.Int64
+}
+
+// New opens the namespace and starts the write-back workers.
+func New(pool *bufferpool.Pool, opts Options) (*FS, error) {
+	if opts.Mode == "" {
+		opts.Mode = Writeback
+	}
+	switch opts.Mode {
+	case Writeback, Writethrough, Scratch:
+	default:
+		return nil, fmt.Errorf("files: unknown mode %q (want writeback, writethrough or scratch)", opts.Mode)
+	}
+	if opts.PageSize == 0 {
+		opts.PageSize = DefaultPageSize
+	}
+	if opts.PageSize < 4096 || opts.PageSize%4096 != 0 {
+		return nil, fmt.Errorf("files: page size %d is not a positive multiple of 4096", opts.PageSize)
+	}
+	if opts.Flushers <= 0 {
+		opts.Flushers = 4
+	}
+	if opts.NoSpaceWait == 0 {
+		opts.NoSpaceWait = 30 * time.Second
+	}
+	root, err := namespaceDir(&opts)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(root, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("files: open namespace %s: %w", root, err)
+	}
+	if opts.Mode != Scratch {
+		if err := unix.Faccessat(fd, ".", unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("files: backing directory %s is not writable: %w", root, err)
+		}
+	}
+	fs := &FS{
+		pool:     pool,
+		opts:     opts,
+		ps:       opts.PageSize,
+		rootPath: root,
+		rootFd:   fd,
+		isRoot:   os.Geteuid() == 0,
+		scratch:  opts.Mode == Scratch,
+		files:    make(map[fileKey]*file),
+		limiter:  newRateLimiter(opts.BackingBandwidth),
+	}
+	fs.space = sync.NewCond(&fs.spaceMu)
+	fs.pages.New = func() any { b := make([]byte, fs.ps); return &b }
+	fs.flusher = newFlusher(fs, opts.Flushers)
+	return fs, nil
+}
+
+// namespaceDir returns the directory holding the namespace, creating the
+// private scratch directory in Scratch mode.
+func namespaceDir(opts *Options) (string, error) {
+	if opts.Mode == Scratch {
+		parent := opts.ScratchDir
+		if parent == "" {
+			parent = os.TempDir()
+		}
+		if err := os.MkdirAll(parent, 0o700); err != nil {
+			return "", fmt.Errorf("files: scratch dir: %w", err)
+		}
+		d, err := os.MkdirTemp(parent, "iowarp-scratch-")
+		if err != nil {
+			return "", fmt.Errorf("files: scratch dir: %w", err)
+		}
+		return d, os.Chmod(d, 0o755)
+	}
+	if opts.Backing == "" {
+		return "", errors.New("files: a backing directory is required in " + string(opts.Mode) + " mode")
+	}
+	abs, err := filepath.Abs(opts.Backing)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("files: backing directory: %w", err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("files: backing %s is not a directory", abs)
+	}
+	return abs, nil
+}
+
+// Mode returns the write-back mode.
+func (fs *FS) Mode() Mode { return fs.opts.Mode }
+
+// Root returns the directory holding the namespace.
+func (fs *FS) Root() string { return fs.rootPath }
+
+// Close drains every dirty page (except in Scratch mode), stops workers,
+// closes backing fds. It does not close the pool.
+func (fs *FS) Close() error {
+	if fs.closed.Swap(true) {
+		return nil
+	}
+	var err error
+	if !fs.scratch {
+		err = fs.syncAll(false)
+	}
+	fs.flusher.stop()
+	fs.mu.Lock()
+	all := fs.files
+	fs.files = map[fileKey]*file{}
+	fs.mu.Unlock()
+	for _, f := range all {
+		f.drop()
+	}
+	fs.spaceMu.Lock()
+	fs.space.Broadcast()
+	fs.spaceMu.Unlock()
+	unix.Close(fs.rootFd)
+	if fs.scratch {
+		if rerr := os.RemoveAll(fs.rootPath); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
+
+// Sync is syncfs: returns when every file's data and size are on the
+// backing store (no-op in Scratch mode).
+func (fs *FS) Sync() error {
+	if fs.scratch {
+		return nil
+	}
+	return fs.syncAll(true)
+}
+
+func (fs *FS) syncAll(fsync bool) error {
+	var first error
+	for _, f := range fs.liveFiles() {
+		if err := f.writeBack(fsync); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (fs *FS) liveFiles() []*file {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	out := make([]*file, 0, len(fs.files))
+	for _, f := range fs.files {
+		out = append(out, f)
+	}
+	return out
+}
+
+// Stats is a snapshot for `iowarp stat`.
+func (fs *FS) Stats() Stats {
+	ps := fs.pool.Stats()
+	return Stats{
+		Pool:         ps,
+		Mode:         fs.opts.Mode,
+		OpenFiles:    fs.stats.openFiles.Load(),
+		DirtyBytes:   ps.DirtyBytes,
+		FlushedBytes: fs.stats.flushed.Load(),
+		StagedBytes:  fs.stats.staged.Load(),
+		FlushErrors:  fs.stats.flushErrors.Load(),
+		FlushBacklog: fs.flusher.backlog(),
+		ReadHits:     fs.stats.hits.Load(),
+		ReadMisses:   fs.stats.misses.Load(),
+		BytesRead:    fs.stats.bytesRead.Load(),
+		BytesWritten: fs.stats.written.Load(),
+	}
+}
+
+// Statfs reports pool capacity as blocks (Bsize = 4096) and namespace
+// inode counts.
+func (fs *FS) Statfs() (unix.Statfs_t, error) {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(fs.rootFd, &st); err != nil {
+		return st, err
+	}
+	var capacity, used int64
+	for _, t := range fs.pool.Stats().Tiers {
+		capacity += t.Capacity
+		used += t.Used
+	}
+	const bs = 4096
+	out := unix.Statfs_t{
+		Bsize:   bs,
+		Frsize:  bs,
+		Blocks:  uint64(capacity / bs),
+		Bfree:   uint64((capacity - used) / bs),
+		Bavail:  uint64((capacity - used) / bs),
+		Files:   st.Files,
+		Ffree:   st.Ffree,
+		Namelen: 255,
+	}
+	return out, nil
+}
+
+func (fs *FS) getPage() *[]byte  { return fs.pages.Get().(*[]byte) }
+func (fs *FS) putPage(b *[]byte) { fs.pages.Put(b) }
+
+// signalSpace wakes writers waiting for pool space.
+func (fs *FS) signalSpace() {
+	fs.spaceMu.Lock()
+	fs.space.Broadcast()
+	fs.spaceMu.Unlock()
+}
+
+// waitSpace waits until write-back cleaned something or d elapsed.
+func (fs *FS) waitSpace(d time.Duration) {
+	t := time.AfterFunc(d, fs.signalSpace)
+	defer t.Stop()
+	fs.spaceMu.Lock()
+	fs.space.Wait()
+	fs.spaceMu.Unlock()
+}
+
+// lookupFile returns the live file object of a backing inode, or nil.
+func (fs *FS) lookupFile(k fileKey) *file {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.files[k]
+}
+
+// forget removes f from the table (its inode was unlinked or replaced).
+func (fs *FS) forget(f *file) {
+	fs.mu.Lock()
+	if fs.files[f.key] == f {
+		delete(fs.files, f.key)
+	}
+	fs.mu.Unlock()
+}

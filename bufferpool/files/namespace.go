@@ -1,0 +1,431 @@
+package files
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// rel validates a mount-relative path and returns it in the form the *at
+// system calls take relative to the namespace root ("." for the root).
+func rel(p string) (string, error) {
+	if p == "" || p == "." {
+		return ".", nil
+	}
+	if strings.HasPrefix(p, "/") || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
+		return "", fmt.Errorf("files: bad path %q: %w", p, syscall.EINVAL)
+	}
+	return p, nil
+}
+
+// parentOf returns the parent directory of a validated path.
+func parentOf(p string) string {
+	d := path.Dir(p)
+	if d == "" {
+		return "."
+	}
+	return d
+}
+
+func pathErr(op, p string, err error) error {
+	return fmt.Errorf("%s %s: %w", op, p, err)
+}
+
+func keyOf(st *unix.Stat_t) fileKey { return fileKey{dev: uint64(st.Dev), ino: st.Ino} }
+
+// Lstat returns the attributes of path, with size/mtime/blocks taken from
+// the buffered file when its data is newer than the backing store.
+func (fs *FS) Lstat(p string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	r, err := rel(p)
+	if err != nil {
+		return st, err
+	}
+	if err := unix.Fstatat(fs.rootFd, r, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return st, pathErr("lstat", p, err)
+	}
+	fs.overlay(&st)
+	return st, nil
+}
+
+// overlay replaces what the backing store knows with what the pool knows.
+func (fs *FS) overlay(st *unix.Stat_t) {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return
+	}
+	if f := fs.lookupFile(keyOf(st)); f != nil {
+		f.overlay(st)
+	}
+}
+
+// ReadDir lists a directory without "." and "..".
+func (fs *FS) ReadDir(p string) ([]DirEntry, error) {
+	r, err := rel(p)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.Openat(fs.rootFd, r, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, pathErr("opendir", p, err)
+	}
+	defer unix.Close(fd)
+	var out []DirEntry
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			return nil, pathErr("readdir", p, err)
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		out, err = parseDirents(buf[:n], out)
+		if err != nil {
+			return nil, pathErr("readdir", p, err)
+		}
+	}
+}
+
+// Mkdir creates a directory owned by c.
+func (fs *FS) Mkdir(p string, mode uint32, c Cred) error {
+	r, err := rel(p)
+	if err != nil {
+		return err
+	}
+	if err := unix.Mkdirat(fs.rootFd, r, mode&0o7777); err != nil {
+		return pathErr("mkdir", p, err)
+	}
+	return fs.own(r, mode&0o7777, c, true)
+}
+
+// own gives a new entry its caller's owner and the exact mode (the
+// daemon's umask must not apply: the kernel already applied the caller's).
+func (fs *FS) own(r string, mode uint32, c Cred, chmod bool) error {
+	if fs.isRoot {
+		if err := unix.Fchownat(fs.rootFd, r, int(c.Uid), int(c.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return pathErr("chown", r, err)
+		}
+	}
+	if chmod {
+		if err := unix.Fchmodat(fs.rootFd, r, mode, 0); err != nil {
+			return pathErr("chmod", r, err)
+		}
+	}
+	return nil
+}
+
+// Rmdir removes an empty directory.
+func (fs *FS) Rmdir(p string) error {
+	r, err := rel(p)
+	if err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(fs.rootFd, r, unix.AT_REMOVEDIR); err != nil {
+		return pathErr("rmdir", p, err)
+	}
+	return nil
+}
+
+// Unlink removes a name; the file's pages go when its last name and last
+// handle are gone.
+func (fs *FS) Unlink(p string) error {
+	r, err := rel(p)
+	if err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(fs.rootFd, r, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return pathErr("unlink", p, err)
+	}
+	if err := unix.Unlinkat(fs.rootFd, r, 0); err != nil {
+		return pathErr("unlink", p, err)
+	}
+	fs.unlinked(&st)
+	return nil
+}
+
+// unlinked tells the file object of st that one of its names is gone.
+func (fs *FS) unlinked(st *unix.Stat_t) {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return
+	}
+	var now unix.Stat_t
+	if f := fs.lookupFile(keyOf(st)); f != nil {
+		if err := unix.Fstat(int(f.backing.Fd()), &now); err != nil || now.Nlink == 0 {
+			f.markUnlinked()
+		}
+	}
+}
+
+// Symlink creates a symbolic link owned by c.
+func (fs *FS) Symlink(target, p string, c Cred) error {
+	r, err := rel(p)
+	if err != nil {
+		return err
+	}
+	if err := unix.Symlinkat(target, fs.rootFd, r); err != nil {
+		return pathErr("symlink", p, err)
+	}
+	return fs.own(r, 0, c, false)
+}
+
+// Readlink returns a symbolic link's target.
+func (fs *FS) Readlink(p string) (string, error) {
+	r, err := rel(p)
+	if err != nil {
+		return "", err
+	}
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(fs.rootFd, r, buf)
+	if err != nil {
+		return "", pathErr("readlink", p, err)
+	}
+	return string(buf[:n]), nil
+}
+
+// Link makes a hard link; both names share one file object (by inode).
+func (fs *FS) Link(oldPath, newPath string) error {
+	ro, err := rel(oldPath)
+	if err != nil {
+		return err
+	}
+	rn, err := rel(newPath)
+	if err != nil {
+		return err
+	}
+	if err := unix.Linkat(fs.rootFd, ro, fs.rootFd, rn, 0); err != nil {
+		return pathErr("link", newPath, err)
+	}
+	return nil
+}
+
+// Mknod creates a FIFO, socket or device node owned by c.
+func (fs *FS) Mknod(p string, mode uint32, dev uint32, c Cred) error {
+	r, err := rel(p)
+	if err != nil {
+		return err
+	}
+	if mode&unix.S_IFMT == unix.S_IFREG || mode&unix.S_IFMT == 0 {
+		h, _, err := fs.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, mode&0o7777, c)
+		if err != nil {
+			return err
+		}
+		return h.Release()
+	}
+	if err := unix.Mknodat(fs.rootFd, r, mode, int(dev)); err != nil {
+		return pathErr("mknod", p, err)
+	}
+	return fs.own(r, mode&0o7777, c, true)
+}
+
+// Rename is renameat2(2); flags may hold RENAME_NOREPLACE / RENAME_EXCHANGE.
+func (fs *FS) Rename(oldPath, newPath string, flags uint32) error {
+	ro, err := rel(oldPath)
+	if err != nil {
+		return err
+	}
+	rn, err := rel(newPath)
+	if err != nil {
+		return err
+	}
+	var target unix.Stat_t
+	replaced := flags&unix.RENAME_EXCHANGE == 0 &&
+		unix.Fstatat(fs.rootFd, rn, &target, unix.AT_SYMLINK_NOFOLLOW) == nil
+	if err := unix.Renameat2(fs.rootFd, ro, fs.rootFd, rn, uint(flags)); err != nil {
+		return pathErr("rename", oldPath+" -> "+newPath, err)
+	}
+	if replaced {
+		var src unix.Stat_t
+		// rename of a name onto another name of the same inode is a no-op.
+		if unix.Fstatat(fs.rootFd, rn, &src, unix.AT_SYMLINK_NOFOLLOW) == nil && keyOf(&src) == keyOf(&target) {
+			return nil
+		}
+		fs.unlinked(&target)
+	}
+	return nil
+}
+
+// Setattr applies a; h (may be nil) is an open handle of the file, used
+// for ftruncate/fchmod of an unlinked file.
+func (fs *FS) Setattr(p string, h *Handle, a SetAttr) (unix.Stat_t, error) {
+	if h != nil {
+		return h.setattr(a)
+	}
+	r, err := rel(p)
+	if err != nil {
+		return unix.Stat_t{}, err
+	}
+	if a.Size != nil {
+		f, err := fs.fileAt(r)
+		if err != nil {
+			return unix.Stat_t{}, pathErr("truncate", p, err)
+		}
+		defer f.release()
+		if err := f.truncate(*a.Size); err != nil {
+			return unix.Stat_t{}, pathErr("truncate", p, err)
+		}
+	}
+	if err := fs.setMeta(r, a); err != nil {
+		return unix.Stat_t{}, pathErr("setattr", p, err)
+	}
+	return fs.Lstat(p)
+}
+
+// setMeta applies mode, owner and times to a path.
+func (fs *FS) setMeta(r string, a SetAttr) error {
+	if a.Mode != nil {
+		if err := unix.Fchmodat(fs.rootFd, r, *a.Mode&0o7777, 0); err != nil {
+			return err
+		}
+	}
+	if a.Uid != nil || a.Gid != nil {
+		if err := unix.Fchownat(fs.rootFd, r, idOrKeep(a.Uid), idOrKeep(a.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+	}
+	if a.Atime != nil || a.Mtime != nil {
+		ts := [2]unix.Timespec{timespec(a.Atime), timespec(a.Mtime)}
+		if err := unix.UtimesNanoAt(fs.rootFd, r, ts[:], unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		fs.noteMtime(r, a.Mtime)
+	}
+	return nil
+}
+
+// noteMtime records an explicit mtime on a buffered file, so its later
+// write-back keeps it instead of the time of the last write.
+func (fs *FS) noteMtime(r string, m *TimeSpec) {
+	if m == nil || m.Omit {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(fs.rootFd, r, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return
+	}
+	if f := fs.lookupFile(keyOf(&st)); f != nil {
+		f.setMtime(timeOf(st.Mtim))
+	}
+}
+
+func idOrKeep(id *uint32) int {
+	if id == nil {
+		return -1
+	}
+	return int(*id)
+}
+
+func timespec(t *TimeSpec) unix.Timespec {
+	switch {
+	case t == nil || t.Omit:
+		return unix.Timespec{Nsec: unix.UTIME_OMIT}
+	case t.Now:
+		return unix.Timespec{Nsec: unix.UTIME_NOW}
+	default:
+		return unix.NsecToTimespec(t.Time.UnixNano())
+	}
+}
+
+// fileAt opens the file object of a regular file by path (for truncate
+// without a handle). The caller calls release.
+func (fs *FS) fileAt(r string) (*file, error) {
+	fd, err := unix.Openat(fs.rootFd, r, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	return fs.attach(fd, true)
+}
+
+// Xattrs: only the user.* namespace is served.
+
+func (fs *FS) xpath(p string) (string, error) {
+	r, err := rel(p)
+	if err != nil {
+		return "", err
+	}
+	return fs.rootPath + "/" + r, nil
+}
+
+var errNoUserXattr = errors.New("only user.* extended attributes are served")
+
+// Getxattr reads a user.* attribute; other namespaces have none (ENODATA),
+// which answers the kernel's security.capability probe cheaply.
+func (fs *FS) Getxattr(p, name string, dest []byte) (int, error) {
+	if !strings.HasPrefix(name, "user.") {
+		return 0, unix.ENODATA
+	}
+	fp, err := fs.xpath(p)
+	if err != nil {
+		return 0, err
+	}
+	n, err := unix.Lgetxattr(fp, name, dest)
+	if err != nil {
+		return 0, pathErr("getxattr "+name, p, err)
+	}
+	return n, nil
+}
+
+// Setxattr sets a user.* attribute.
+func (fs *FS) Setxattr(p, name string, val []byte, flags int) error {
+	if !strings.HasPrefix(name, "user.") {
+		return fmt.Errorf("setxattr %s: %w: %w", name, errNoUserXattr, unix.EOPNOTSUPP)
+	}
+	fp, err := fs.xpath(p)
+	if err != nil {
+		return err
+	}
+	if err := unix.Lsetxattr(fp, name, val, flags); err != nil {
+		return pathErr("setxattr "+name, p, err)
+	}
+	return nil
+}
+
+// Listxattr lists user.* attributes (NUL-separated, as listxattr(2)).
+func (fs *FS) Listxattr(p string, dest []byte) (int, error) {
+	fp, err := fs.xpath(p)
+	if err != nil {
+		return 0, err
+	}
+	sz, err := unix.Llistxattr(fp, nil)
+	if err != nil {
+		return 0, pathErr("listxattr", p, err)
+	}
+	all := make([]byte, sz)
+	sz, err = unix.Llistxattr(fp, all)
+	if err != nil {
+		return 0, pathErr("listxattr", p, err)
+	}
+	var out []byte
+	for _, n := range strings.Split(string(all[:sz]), "\x00") {
+		if strings.HasPrefix(n, "user.") {
+			out = append(out, n...)
+			out = append(out, 0)
+		}
+	}
+	if len(dest) == 0 {
+		return len(out), nil
+	}
+	if len(out) > len(dest) {
+		return 0, unix.ERANGE
+	}
+	return copy(dest, out), nil
+}
+
+// Removexattr removes a user.* attribute.
+func (fs *FS) Removexattr(p, name string) error {
+	if !strings.HasPrefix(name, "user.") {
+		return unix.ENODATA
+	}
+	fp, err := fs.xpath(p)
+	if err != nil {
+		return err
+	}
+	if err := unix.Lremovexattr(fp, name); err != nil {
+		return pathErr("removexattr "+name, p, err)
+	}
+	return nil
+}
