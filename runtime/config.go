@@ -1,0 +1,347 @@
+package runtime
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"gopkg.in/yaml.v3"
+
+	"github.com/iowarp/iowarp/bufferpool"
+	"github.com/iowarp/iowarp/bufferpool/files"
+)
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// DefaultYAML returns the embedded default configuration, comments
+// included (it documents every key).
+func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
+
+// Config is the configuration of one iowarp daemon and its mount. It is a
+// plain value: the zero Config is not valid, start from Default or Load.
+type Config struct {
+	Mount            string        // mount point
+	Backing          string        // mirrored directory (PFS); unused in scratch mode
+	Mode             files.Mode    // writeback | writethrough | scratch
+	PageSize         int64         // bytes, power of two
+	FlushOnClose     bool          // close(2) waits for write-back
+	Flushers         int           // write-back workers
+	BackingBandwidth int64         // bytes/s, 0 = unlimited
+	NoSpaceWait      time.Duration // bound on waiting for room in a full pool
+	ScratchDir       string        // scratch mode namespace ("" = under $TMPDIR)
+	Tiers            []Tier        // fastest first
+	Placement        string        // bufferpool.Place*
+	Organizer        Organizer
+	LogLevel         string // a logrus level
+	AllowOther       bool
+	Passthrough      bool
+	ControlDir       string // "" = control.DefaultDir()
+
+	// lines maps a key path ("tiers[1].capacity") to its line in File, so
+	// that Validate can point at the offending line.
+	lines map[string]int
+	// File is the config file the values came from ("" for the embedded
+	// default only).
+	File string
+}
+
+// Tier configures one tier of the buffer pool.
+type Tier struct {
+	Name          string
+	Kind          string // bufferpool.KindRAM | bufferpool.KindFile
+	Dir           string // KindFile only
+	Capacity      int64  // bytes
+	HighWatermark float64
+	LowWatermark  float64
+}
+
+// Organizer configures the background organizer of the pool.
+type Organizer struct {
+	Interval     time.Duration // negative: disabled
+	PromoteReads float64
+}
+
+// Error is a configuration error: File and Line locate it (both may be
+// empty for values that came from flags), Key is the dotted key path.
+type Error struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+	}
+	if e.Key != "" {
+		b.WriteString(e.Key)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Default returns the embedded default configuration.
+func Default() *Config {
+	c, err := parse("", defaultYAML, &Config{})
+	if err != nil {
+		panic("embedded default.yaml: " + err.Error()) // a build defect, caught by tests
+	}
+	c.File = ""
+	c.lines = map[string]int{}
+	return c
+}
+
+// Load reads the YAML file at path on top of the embedded defaults and
+// validates the result.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Parse reads YAML data (named name in errors) on top of the embedded
+// defaults and validates the result.
+func Parse(name string, data []byte) (*Config, error) {
+	c, err := parse(name, data, Default())
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func parse(name string, data []byte, base *Config) (*Config, error) {
+	c := base.clone()
+	c.File = name
+	c.lines = map[string]int{}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, yamlError(name, err)
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return c, nil // empty file: defaults
+	}
+	d := decoder{file: name, c: c}
+	if err := d.top(doc.Content[0]); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func yamlError(name string, err error) error {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &Error{File: name, Line: line, Msg: "bad YAML: " + m[2]}
+	}
+	return &Error{File: name, Msg: "bad YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+}
+
+func (c *Config) clone() *Config {
+	n := *c
+	n.Tiers = append([]Tier(nil), c.Tiers...)
+	n.lines = map[string]int{}
+	for k, v := range c.lines {
+		n.lines[k] = v
+	}
+	return &n
+}
+
+// Clone returns a deep copy.
+func (c *Config) Clone() *Config { return c.clone() }
+
+// Overridden records that key was set from outside the file (a flag), so
+// errors about it no longer point at a line of the file.
+func (c *Config) Overridden(key string) {
+	delete(c.lines, key)
+}
+
+// errorf builds an Error about key, located at the line the key was read
+// from (if it came from the file).
+func (c *Config) errorf(key, format string, args ...any) error {
+	e := &Error{Key: key, Msg: fmt.Sprintf(format, args...)}
+	if line, ok := c.lines[key]; ok {
+		e.File, e.Line = c.File, line
+	} else if c.File != "" {
+		// The default (or a flag) supplied the value; locate the error at
+		// the enclosing key if the file has it.
+		for k := key; k != ""; k = parentKey(k) {
+			if line, ok := c.lines[k]; ok {
+				e.File, e.Line = c.File, line
+				break
+			}
+		}
+	}
+	return e
+}
+
+func parentKey(k string) string {
+	i := strings.LastIndexAny(k, ".[")
+	if i < 0 {
+		return ""
+	}
+	return k[:i]
+}
+
+// Validate checks values that depend on each other. Each value was
+// already checked on its own when it was read.
+func (c *Config) Validate() error {
+	if !filepath.IsAbs(c.Mount) {
+		return c.errorf("mount", "%q is not an absolute path", c.Mount)
+	}
+	if c.Mode != files.Scratch {
+		if c.Backing == "" {
+			return c.errorf("backing", "a backing directory is needed unless mode is scratch")
+		}
+		if !filepath.IsAbs(c.Backing) {
+			return c.errorf("backing", "%q is not an absolute path", c.Backing)
+		}
+		if within(c.Backing, c.Mount) || within(c.Mount, c.Backing) {
+			return c.errorf("backing", "%s and the mount point %s must not contain each other", c.Backing, c.Mount)
+		}
+	}
+	if c.ScratchDir != "" && !filepath.IsAbs(c.ScratchDir) {
+		return c.errorf("scratch_dir", "%q is not an absolute path", c.ScratchDir)
+	}
+	if c.ControlDir != "" && !filepath.IsAbs(c.ControlDir) {
+		return c.errorf("control_dir", "%q is not an absolute path", c.ControlDir)
+	}
+	return c.validateTiers()
+}
+
+func within(dir, parent string) bool {
+	rel, err := filepath.Rel(parent, dir)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+func (c *Config) validateTiers() error {
+	if len(c.Tiers) == 0 {
+		return c.errorf("tiers", "at least one tier is needed")
+	}
+	seen := map[string]int{}
+	for i, t := range c.Tiers {
+		key := fmt.Sprintf("tiers[%d]", i)
+		if t.Name == "" {
+			return c.errorf(key+".name", "every tier needs a name")
+		}
+		if j, dup := seen[t.Name]; dup {
+			return c.errorf(key+".name", "%q is already the name of tiers[%d]", t.Name, j)
+		}
+		seen[t.Name] = i
+		if t.Kind == "" {
+			return c.errorf(key+".kind", "every tier needs a kind (ram or file)")
+		}
+		if t.Kind == bufferpool.KindFile && t.Dir == "" {
+			return c.errorf(key+".dir", "a file tier needs a directory")
+		}
+		if t.Kind == bufferpool.KindRAM && t.Dir != "" {
+			return c.errorf(key+".dir", "a ram tier has no directory")
+		}
+		if t.Dir != "" && !filepath.IsAbs(t.Dir) {
+			return c.errorf(key+".dir", "%q is not an absolute path", t.Dir)
+		}
+		if t.Capacity < c.PageSize {
+			return c.errorf(key+".capacity", "%s is less than one page (page_size %s)",
+				FormatSize(t.Capacity), FormatSize(c.PageSize))
+		}
+		if t.LowWatermark >= t.HighWatermark {
+			return c.errorf(key+".low_watermark", "%g must be below high_watermark %g",
+				t.LowWatermark, t.HighWatermark)
+		}
+	}
+	return nil
+}
+
+// PoolConfig converts c to the buffer pool's configuration.
+func (c *Config) PoolConfig() bufferpool.Config {
+	pc := bufferpool.Config{
+		Placement:         c.Placement,
+		OrganizerInterval: c.Organizer.Interval,
+		PromoteReads:      c.Organizer.PromoteReads,
+	}
+	for _, t := range c.Tiers {
+		pc.Tiers = append(pc.Tiers, bufferpool.TierConfig{
+			Name:          t.Name,
+			Kind:          t.Kind,
+			Dir:           t.Dir,
+			Capacity:      t.Capacity,
+			HighWatermark: t.HighWatermark,
+			LowWatermark:  t.LowWatermark,
+		})
+	}
+	return pc
+}
+
+// FilesOptions converts c to the file layer's options.
+func (c *Config) FilesOptions() files.Options {
+	o := files.Options{
+		Backing:          c.Backing,
+		Mode:             c.Mode,
+		PageSize:         c.PageSize,
+		FlushOnClose:     c.FlushOnClose,
+		Flushers:         c.Flushers,
+		BackingBandwidth: c.BackingBandwidth,
+		ScratchDir:       c.ScratchDir,
+		NoSpaceWait:      c.NoSpaceWait,
+	}
+	if c.Mode == files.Scratch {
+		o.Backing = ""
+	}
+	return o
+}
+
+// Level returns the configured logrus level (validated when read).
+func (c *Config) Level() logrus.Level {
+	l, err := logrus.ParseLevel(c.LogLevel)
+	if err != nil {
+		return logrus.InfoLevel
+	}
+	return l
+}
+
+// Capacity returns the total capacity of the tiers.
+func (c *Config) Capacity() int64 {
+	var n int64
+	for _, t := range c.Tiers {
+		n += t.Capacity
+	}
+	return n
+}
+
+// ErrNotFound is returned by TierByKind when no tier has the kind.
+var ErrNotFound = errors.New("no such tier")
+
+// TierByKind returns the index of the first tier of kind.
+func (c *Config) TierByKind(kind string) (int, error) {
+	for i, t := range c.Tiers {
+		if t.Kind == kind {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("%s tier: %w", kind, ErrNotFound)
+}

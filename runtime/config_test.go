@@ -1,0 +1,360 @@
+package runtime
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iowarp/iowarp/bufferpool"
+	"github.com/iowarp/iowarp/bufferpool/files"
+)
+
+func TestDefault(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("embedded default is invalid: %v", err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"mount", c.Mount, "/iowarp"},
+		{"backing", c.Backing, "/var/lib/iowarp/backing"},
+		{"mode", c.Mode, files.Writeback},
+		{"page_size", c.PageSize, int64(1 << 20)},
+		{"tiers", len(c.Tiers), 2},
+		{"ram kind", c.Tiers[0].Kind, bufferpool.KindRAM},
+		{"ram capacity", c.Tiers[0].Capacity, int64(1 << 30)},
+		{"nvme kind", c.Tiers[1].Kind, bufferpool.KindFile},
+		{"nvme dir", c.Tiers[1].Dir, "/var/lib/iowarp/nvme"},
+		{"nvme capacity", c.Tiers[1].Capacity, int64(8 << 30)},
+		{"placement", c.Placement, bufferpool.PlaceMinimizeIOTime},
+		{"organizer", c.Organizer.Interval, 200 * time.Millisecond},
+		{"log level", c.LogLevel, "info"},
+		{"flushers", c.Flushers, 4},
+		{"no_space_wait", c.NoSpaceWait, 30 * time.Second},
+	}
+	for _, ck := range checks {
+		if ck.got != ck.want {
+			t.Errorf("%s = %v, want %v", ck.name, ck.got, ck.want)
+		}
+	}
+}
+
+// TestParse reads full files on top of the defaults.
+func TestParse(t *testing.T) {
+	const full = `
+mount: /mnt/iowarp
+backing: /lustre/proj
+mode: writethrough
+page_size: 256KiB
+flush_on_close: yes
+flushers: 8
+backing_bandwidth: 20MiB/s
+no_space_wait: 5s
+tiers:
+  - name: ram
+    kind: ram
+    capacity: 64MiB
+  - name: ssd
+    kind: file
+    dir: /scratch/iowarp
+    capacity: 1.5GiB
+    high_watermark: 0.8
+    low_watermark: 0.5
+placement: round_robin
+organizer:
+  interval: "off"
+  promote_reads: 2
+log_level: debug
+allow_other: true
+passthrough: false
+control_dir: /run/user/1000/iowarp
+`
+	c, err := Parse("full.yaml", []byte(full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"mount", c.Mount, "/mnt/iowarp"},
+		{"backing", c.Backing, "/lustre/proj"},
+		{"mode", c.Mode, files.Writethrough},
+		{"page_size", c.PageSize, int64(256 << 10)},
+		{"flush_on_close", c.FlushOnClose, true},
+		{"flushers", c.Flushers, 8},
+		{"backing_bandwidth", c.BackingBandwidth, int64(20 << 20)},
+		{"no_space_wait", c.NoSpaceWait, 5 * time.Second},
+		{"tiers", len(c.Tiers), 2},
+		{"ram capacity", c.Tiers[0].Capacity, int64(64 << 20)},
+		{"ram default high", c.Tiers[0].HighWatermark, 0.9},
+		{"ssd capacity", c.Tiers[1].Capacity, int64(1536 << 20)},
+		{"ssd low", c.Tiers[1].LowWatermark, 0.5},
+		{"placement", c.Placement, bufferpool.PlaceRoundRobin},
+		{"organizer off", c.Organizer.Interval, time.Duration(-1)},
+		{"promote", c.Organizer.PromoteReads, 2.0},
+		{"log level", c.LogLevel, "debug"},
+		{"allow_other", c.AllowOther, true},
+		{"passthrough", c.Passthrough, false},
+		{"control_dir", c.ControlDir, "/run/user/1000/iowarp"},
+	}
+	for _, ck := range checks {
+		if ck.got != ck.want {
+			t.Errorf("%s = %v, want %v", ck.name, ck.got, ck.want)
+		}
+	}
+
+	pc := c.PoolConfig()
+	if len(pc.Tiers) != 2 || pc.Tiers[1].Dir != "/scratch/iowarp" || pc.Placement != bufferpool.PlaceRoundRobin ||
+		pc.OrganizerInterval >= 0 || pc.PromoteReads != 2 {
+		t.Errorf("PoolConfig = %+v", pc)
+	}
+	fo := c.FilesOptions()
+	want := files.Options{Backing: "/lustre/proj", Mode: files.Writethrough, PageSize: 256 << 10,
+		FlushOnClose: true, Flushers: 8, BackingBandwidth: 20 << 20, NoSpaceWait: 5 * time.Second}
+	if fo != want {
+		t.Errorf("FilesOptions = %+v, want %+v", fo, want)
+	}
+}
+
+func TestParsePartial(t *testing.T) {
+	cases := []struct {
+		name string
+		yaml string
+		ok   func(*Config) bool
+	}{
+		{"empty file keeps defaults", "", func(c *Config) bool { return c.Mount == "/iowarp" && len(c.Tiers) == 2 }},
+		{"comment only", "# nothing\n", func(c *Config) bool { return c.Mode == files.Writeback }},
+		{"scratch needs no backing", "mode: scratch\nbacking: \"\"\n", func(c *Config) bool {
+			return c.FilesOptions().Backing == "" && c.Mode == files.Scratch
+		}},
+		{"tiers replace the list", "tiers:\n  - {name: r, kind: ram, capacity: 64M}\n", func(c *Config) bool {
+			return len(c.Tiers) == 1 && c.Tiers[0].Capacity == 64<<20
+		}},
+		{"ram percentage", "tiers:\n  - {name: r, kind: ram, capacity: 10%}\n", func(c *Config) bool {
+			return c.Tiers[0].Capacity > 0 && c.Tiers[0].Capacity <= MemTotal()/9
+		}},
+		{"empty organizer", "organizer:\n", func(c *Config) bool { return c.Organizer.Interval == 200*time.Millisecond }},
+		{"bandwidth plain bytes", "backing_bandwidth: 1048576\n", func(c *Config) bool { return c.BackingBandwidth == 1<<20 }},
+		{"decimal units", "tiers:\n  - {name: r, kind: ram, capacity: 1GB}\n", func(c *Config) bool {
+			return c.Tiers[0].Capacity == 1e9
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse("c.yaml", []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.ok(c) {
+				t.Errorf("unexpected config %+v", c)
+			}
+		})
+	}
+}
+
+// TestParseErrors: every refusal names the file, the line, the key and the
+// reason. The expected messages are golden: they are what the user reads.
+func TestParseErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		yaml string
+		want string
+	}{
+		{"bad size", "tiers:\n  - name: ram\n    kind: ram\n    capacity: 64MiB\n  - name: nvme\n    kind: file\n    dir: /nvme\n    capacity: 12XB\n",
+			`c.yaml:8: tiers[1].capacity: "12XB" is not a size`},
+		{"unknown key", "mount: /x\nbakcing: /y\n",
+			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, flush_on_close, flushers, log_level, mode, mount, no_space_wait, organizer, page_size, passthrough, placement, scratch_dir, tiers)`},
+		{"unknown tier key", "tiers:\n  - name: r\n    kind: ram\n    size: 1G\n",
+			`c.yaml:4: tiers[0].size: unknown key (known: capacity, dir, high_watermark, kind, low_watermark, name)`},
+		{"unknown organizer key", "organizer:\n  every: 1s\n",
+			`c.yaml:2: organizer.every: unknown key (known: interval, promote_reads)`},
+		{"duplicate key", "mode: scratch\nmode: writeback\n",
+			`c.yaml:2: mode: key given twice`},
+		{"bad mode", "mode: fast\n",
+			`c.yaml:1: mode: "fast" is not one of writeback, writethrough, scratch`},
+		{"bad placement", "placement: best\n",
+			`c.yaml:1: placement: "best" is not one of minimize_io_time, round_robin, random`},
+		{"bad kind", "tiers:\n  - {name: g, kind: gpu, capacity: 1G}\n",
+			`c.yaml:2: tiers[0].kind: "gpu" is not one of ram, file`},
+		{"bad bool", "flush_on_close: maybe\n",
+			`c.yaml:1: flush_on_close: "maybe" is not true or false`},
+		{"bad integer", "flushers: many\n",
+			`c.yaml:1: flushers: "many" is not a whole number`},
+		{"integer range", "flushers: 0\n",
+			`c.yaml:1: flushers: 0 is not between 1 and 1024`},
+		{"bad duration", "no_space_wait: 5\n",
+			`c.yaml:1: no_space_wait: "5" is not a duration (like 200ms, 30s, 5m)`},
+		{"bad organizer interval", "organizer:\n  interval: soon\n",
+			`c.yaml:2: organizer.interval: "soon" is not a duration (like 200ms, 30s, 5m)`},
+		{"page size not power of two", "page_size: 1000K\n",
+			`c.yaml:1: page_size: "1000K" is not a power of two between 4KiB and 64MiB`},
+		{"bad page size", "page_size: big\n",
+			`c.yaml:1: page_size: "big" is not a size`},
+		{"bad bandwidth", "backing_bandwidth: fast\n",
+			`c.yaml:1: backing_bandwidth: "fast" is not a bandwidth (like 20MiB/s, 0 = unlimited)`},
+		{"bad log level", "log_level: loud\n",
+			`c.yaml:1: log_level: "loud" is not one of panic, fatal, error, warn, info, debug, trace`},
+		{"bad watermark", "tiers:\n  - {name: r, kind: ram, capacity: 1G, high_watermark: 1.5}\n",
+			`c.yaml:2: tiers[0].high_watermark: 1.5 is not between 0.01 and 1`},
+		{"watermarks crossed", "tiers:\n  - name: r\n    kind: ram\n    capacity: 1G\n    high_watermark: 0.5\n    low_watermark: 0.6\n",
+			`c.yaml:6: tiers[0].low_watermark: 0.6 must be below high_watermark 0.5`},
+		{"tiers not a list", "tiers: ram\n",
+			`c.yaml:1: tiers: expected a list of tiers, got "ram"`},
+		{"tier not a mapping", "tiers:\n  - ram\n",
+			`c.yaml:2: tiers[0]: expected a mapping of keys, got "ram"`},
+		{"top not a mapping", "- a\n- b\n",
+			`c.yaml:1: the config file: expected a mapping of keys, got a list`},
+		{"value not scalar", "mount: [a, b]\n",
+			`c.yaml:1: mount: expected a value, got a list`},
+		{"missing capacity", "tiers:\n  - name: r\n    kind: ram\n",
+			`c.yaml:2: tiers[0].capacity: every tier needs a capacity`},
+		{"zero capacity", "tiers:\n  - {name: r, kind: ram, capacity: 0}\n",
+			`c.yaml:2: tiers[0].capacity: "0" must be more than zero`},
+		{"capacity below a page", "tiers:\n  - {name: r, kind: ram, capacity: 4K}\n",
+			`c.yaml:2: tiers[0].capacity: 4KiB is less than one page (page_size 1MiB)`},
+		{"percent for file tier", "tiers:\n  - {name: n, kind: file, dir: /n, capacity: 10%}\n",
+			`c.yaml:2: tiers[0].capacity: a percentage is only allowed for a ram tier`},
+		{"bad percent", "tiers:\n  - {name: r, kind: ram, capacity: 95%}\n",
+			`c.yaml:2: tiers[0].capacity: "95%" is not a percentage of memory between 0 and 90`},
+		{"file tier without dir", "tiers:\n  - name: n\n    kind: file\n    capacity: 1G\n",
+			`c.yaml:2: tiers[0].dir: a file tier needs a directory`},
+		{"ram tier with dir", "tiers:\n  - name: r\n    kind: ram\n    dir: /x\n    capacity: 1G\n",
+			`c.yaml:4: tiers[0].dir: a ram tier has no directory`},
+		{"relative tier dir", "tiers:\n  - name: n\n    kind: file\n    dir: nvme\n    capacity: 1G\n",
+			`c.yaml:4: tiers[0].dir: "nvme" is not an absolute path`},
+		{"duplicate tier name", "tiers:\n  - {name: a, kind: ram, capacity: 1G}\n  - {name: a, kind: file, dir: /a, capacity: 1G}\n",
+			`c.yaml:3: tiers[1].name: "a" is already the name of tiers[0]`},
+		{"no tiers", "tiers: []\n",
+			`c.yaml:1: tiers: at least one tier is needed`},
+		{"missing kind", "tiers:\n  - {name: a, capacity: 1G}\n",
+			`c.yaml:2: tiers[0].kind: every tier needs a kind (ram or file)`},
+		{"relative mount", "mount: iowarp\n",
+			`c.yaml:1: mount: "iowarp" is not an absolute path`},
+		{"no backing", "backing: \"\"\n",
+			`c.yaml:1: backing: a backing directory is needed unless mode is scratch`},
+		{"backing inside mount", "mount: /iowarp\nbacking: /iowarp/data\n",
+			`c.yaml:2: backing: /iowarp/data and the mount point /iowarp must not contain each other`},
+		{"yaml syntax", "mount: /x\n  backing: /y\n",
+			`c.yaml:2: bad YAML: mapping values are not allowed in this context`},
+		{"yaml tab", "mount: /x\n\tbacking: /y\n",
+			`c.yaml:2: bad YAML: found a tab character that violates indentation`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse("c.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("accepted: %+v", c)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("error\n got: %s\nwant: %s", err, tc.want)
+			}
+			if c != nil {
+				t.Errorf("error with a partial result %+v", c)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(p, []byte("mode: scratch\ntiers:\n  - {name: r, kind: ram, capacity: 12XB}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(p)
+	if err == nil || err.Error() != p+`:3: tiers[0].capacity: "12XB" is not a size` {
+		t.Fatalf("Load error = %v", err)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); !os.IsNotExist(err) {
+		t.Fatalf("Load of a missing file: %v", err)
+	}
+}
+
+// TestOverridden: once a flag replaced a value, an error about it no longer
+// points at the file's line for that key.
+func TestOverridden(t *testing.T) {
+	c, err := Parse("c.yaml", []byte("mount: /a\nbacking: /b\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Backing = "/a/b"
+	c.Overridden("backing")
+	err = c.Validate()
+	if err == nil || err.Error() != "backing: /a/b and the mount point /a must not contain each other" {
+		t.Fatalf("Validate = %v", err)
+	}
+}
+
+func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
+	y := string(DefaultYAML())
+	for _, k := range []string{"mount:", "backing:", "mode:", "page_size:", "flush_on_close:", "flushers:",
+		"backing_bandwidth:", "no_space_wait:", "scratch_dir:", "tiers:", "high_watermark:", "low_watermark:",
+		"placement:", "organizer:", "interval:", "promote_reads:", "log_level:", "allow_other:",
+		"passthrough:", "control_dir:"} {
+		if !strings.Contains(y, k) {
+			t.Errorf("default.yaml does not mention %s", k)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{"4096", 4096, ""},
+		{"1MiB", 1 << 20, ""},
+		{"1M", 1 << 20, ""},
+		{"1mb", 1e6, ""},
+		{"64 MiB", 64 << 20, ""},
+		{"1.5GiB", 1536 << 20, ""},
+		{"8GiB", 8 << 30, ""},
+		{"2T", 2 << 40, ""},
+		{"10B", 10, ""},
+		{"0", 0, ""},
+		{"12XB", 0, `"12XB" is not a size`},
+		{"", 0, `"" is not a size`},
+		{"MiB", 0, `"MiB" is not a size`},
+		{"1..2M", 0, `"1..2M" is not a size`},
+		{"-1M", 0, `"-1M" is not a size`},
+		{"99999999PiB", 0, `"99999999PiB" is too large`},
+	}
+	for _, tc := range cases {
+		got, err := ParseSize(tc.in)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("ParseSize(%q) = %d, %v; want error %s", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestFormatSize(t *testing.T) {
+	for n, want := range map[int64]string{0: "0B", 512: "512B", 1024: "1KiB", 1536 << 20: "1.5GiB", 8 << 30: "8GiB"} {
+		if got := FormatSize(n); got != want {
+			t.Errorf("FormatSize(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(DefaultYAML()))
+	f.Add([]byte("tiers:\n  - {name: r, kind: ram, capacity: 10%}\n"))
+	f.Add([]byte("mode: [\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("f.yaml", data)
+		if (c == nil) == (err == nil) {
+			t.Fatalf("Parse = %v, %v: want exactly one of a config and an error", c, err)
+		}
+	})
+}
