@@ -1,0 +1,97 @@
+// Package fusefs is the FUSE door of iowarp: a go-fuse node tree that
+// serves the namespace and data of a bufferpool/files.FS. It holds no file
+// semantics of its own; every operation becomes one call of the file layer
+// by path (relative to the root) or on the open files.Handle.
+//
+// # Identity
+//
+// Every kind of inode is one node type. A node's StableAttr.Ino is the
+// backing inode number, so hard links share one Inode and stat(2) shows
+// the backing numbers. A table (mount.inodes) maps an inode number to its
+// live node: a lookup of a second name of a linked file finds it, and a
+// node whose name was removed (an unlinked file still open) is never
+// handed out again, even when the backing store reuses its inode number:
+// the new file gets a fresh generation, hence a fresh FUSE node ID and
+// kernel inode. Nodes are forgettable: while the kernel references a node
+// (lookup count, open files, cwd) go-fuse keeps it; after FORGET it is
+// dropped from the tree and the table, and a later lookup builds a new one
+// with the same inode number. Memory is therefore bounded by what the
+// kernel caches, not by every name ever listed (readdirplus of a
+// million-file directory would otherwise pin a million nodes).
+//
+// # What the kernel caches, and for how long
+//
+//   - Names and attributes: EntryTimeout and AttrTimeout (1 s by default).
+//     Every write, truncate, chmod... passes through us and the kernel
+//     updates or invalidates its copy of the attributes after each (after
+//     a WRITE it extends i_size itself and invalidates the rest), so on
+//     this node the only staleness is a change made behind the kernel's
+//     back (the shim, another node through the backing store), for at most
+//     the timeout. Failed lookups are not cached (NegativeTimeout 0) so a
+//     file created by the shim is visible at once.
+//   - File data: the page cache, written through (no writeback cache:
+//     every write(2) reaches the file layer before it returns). It is
+//     dropped at every open(2) (close-to-open consistency with other
+//     nodes writing the backing store) except in Scratch mode, where the
+//     namespace is private and FOPEN_KEEP_CACHE is set; the kernel also
+//     drops it when it sees mtime or size change (CAP_AUTO_INVAL_DATA).
+//     O_DIRECT opens bypass it (FOPEN_DIRECT_IO); the pool is then the
+//     only cache.
+//   - Passthrough (Options.Passthrough): a read-only open of a file fully
+//     resident in the RAM tier is served by the kernel straight from the
+//     tier's memfd, pinned there until the handle is released. The kernel
+//     does not allow cached opens of an inode while a passthrough open
+//     exists, so a writer opening the file meanwhile fails; this is why
+//     it is opt-in.
+//   - Locks: flock and fcntl locks are kept by the kernel (EnableLocks is
+//     off), so they are node-local, as on a local file system.
+//
+// # Coherence with the shim (planned)
+//
+// The shim writes into the RAM tier through shared memory without
+// telling the kernel. While a shim handle is attached to an inode, the
+// daemon must keep the kernel from caching it: NotifyContent (invalidate
+// the page cache) and NotifyEntry/attr invalidation when the handle
+// attaches, and direct I/O (FOPEN_DIRECT_IO) with attribute timeout 0 for
+// opens made while it is attached. The inode table (backing inode number
+// → node) is the index the daemon needs for those notifications.
+//
+// # Permissions, ownership, suid
+//
+// The mount uses default_permissions: the kernel checks access against the
+// attributes we return. New files, directories, symlinks and nodes are
+// created with the caller's uid/gid (files.Cred). CAP_HANDLE_KILLPRIV_V2
+// is negotiated so the kernel does not send GETXATTR(security.capability)
+// before every write; in exchange we clear S_ISUID (and S_ISGID when group
+// execute is set) on chown of a regular file, on truncate when the kernel
+// flags the caller as unprivileged, and on write by a non-root caller.
+// security.* xattrs are answered ENODATA by go-fuse (IgnoreSecurityLabels);
+// user.* xattrs are served by the file layer.
+//
+// # Errors
+//
+// toErrno is the only translation from the file layer's errors to errno.
+// A panic in a handler is recovered by go-fuse, logged through
+// panicHandler and answered EIO. Calls into the file layer take no
+// context: an interrupted request (FUSE_INTERRUPT) runs to completion.
+//
+// # Lock order
+//
+// go-fuse's locks (the tree, the node table) are outermost: they are never
+// held when go-fuse calls a node method. Within fusefs: mount.inoMu, then
+// go-fuse's locks (Inode.Parent, NewInode); dirHandle.mu is taken alone.
+// Locks of the file layer are taken inside its calls only.
+//
+// # Reserved names
+//
+// The root will later serve a hidden ".omni" directory (OMNI views);
+// Lookup at the root is where it will be intercepted. Nothing is reserved
+// yet.
+//
+// # Known gaps
+//
+// fsyncdir returns 0 without a call to the file layer, which has no
+// directory fsync; the namespace is applied to the backing directory
+// synchronously but its durability against a crash of the backing host
+// is not forced.
+package fusefs

@@ -1,0 +1,192 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/iowarp/iowarp/bufferpool/files"
+)
+
+// fileHandle is an open regular file: one files.Handle per FUSE open.
+type fileHandle struct {
+	h *files.Handle
+}
+
+// passthroughHandle is a read-only open that the kernel serves from the
+// file's RAM-tier memfd (FUSE passthrough). The file layer pins the file
+// in the first tier from the PassthroughFd call until Release. Every such
+// open asks for (and pins) the fd itself, because go-fuse asks only the
+// first open of an inode and reuses its backing ID for later ones.
+type passthroughHandle struct {
+	fileHandle
+	fd int
+}
+
+var _ fs.FilePassthroughFder = (*passthroughHandle)(nil)
+
+func (p *passthroughHandle) PassthroughFd() (int, bool) { return p.fd, true }
+
+// handleOf returns the file layer's handle behind a FUSE file handle, nil
+// for none (or a directory handle).
+func handleOf(f fs.FileHandle) *files.Handle {
+	switch fh := f.(type) {
+	case *fileHandle:
+		return fh.h
+	case *passthroughHandle:
+		return fh.h
+	}
+	return nil
+}
+
+// newHandle wraps h and picks the open flags for the kernel: O_DIRECT
+// bypasses the page cache (FOPEN_DIRECT_IO); the page cache is kept across
+// opens only where every writer goes through this mount; a read-only open
+// of a fully resident file may be passed through to its memfd.
+func (n *node) newHandle(h *files.Handle, flags uint32) (fs.FileHandle, uint32) {
+	var fuseFlags uint32
+	if flags&syscall.O_DIRECT != 0 {
+		return &fileHandle{h: h}, fuse.FOPEN_DIRECT_IO
+	}
+	if n.m.keepCache {
+		fuseFlags |= fuse.FOPEN_KEEP_CACHE
+	}
+	if n.m.opts.Passthrough && flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		if fd, ok := h.PassthroughFd(); ok {
+			return &passthroughHandle{fileHandle: fileHandle{h: h}, fd: fd}, fuseFlags
+		}
+	}
+	return &fileHandle{h: h}, fuseFlags
+}
+
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	p, ok := n.path()
+	if !ok {
+		return nil, 0, syscall.ENOENT
+	}
+	flags &^= syscall.O_CREAT | syscall.O_EXCL
+	h, st, err := n.m.fs.Open(p, int(flags), 0, caller(ctx))
+	if err != nil {
+		return nil, 0, toErrno(err)
+	}
+	n.observe(&st)
+	fh, fuseFlags := n.newHandle(h, flags)
+	return fh, fuseFlags, 0
+}
+
+func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	p, errno := n.childPath(name)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	h, st, err := n.m.fs.Open(p, int(flags|syscall.O_CREAT), mode, caller(ctx))
+	if err != nil {
+		return nil, nil, 0, toErrno(err)
+	}
+	ch := n.inode(ctx, name, &st)
+	n.entryOut(ch, &st, out)
+	fh, fuseFlags := ch.Operations().(*node).newHandle(h, flags)
+	return ch, fh, fuseFlags, 0
+}
+
+func (n *node) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h := handleOf(f)
+	if h == nil {
+		return nil, syscall.EBADF
+	}
+	nr, err := h.ReadAt(dest, off)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	return fuse.ReadResultData(dest[:nr]), 0
+}
+
+func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	h := handleOf(f)
+	if h == nil {
+		return 0, syscall.EBADF
+	}
+	nw, err := h.WriteAt(data, off)
+	if err != nil {
+		return uint32(nw), toErrno(err)
+	}
+	if n.privs.Load() && !privileged(ctx) {
+		if errno := n.killPrivs(h); errno != 0 {
+			return uint32(nw), errno
+		}
+	}
+	return uint32(nw), 0
+}
+
+// killPrivs clears suid/sgid after a write by an unprivileged caller
+// (CAP_HANDLE_KILLPRIV_V2 makes that our job).
+func (n *node) killPrivs(h *files.Handle) syscall.Errno {
+	st, err := h.Getattr()
+	if err != nil {
+		return toErrno(err)
+	}
+	m, kill := killSuidgid(st.Mode)
+	if !kill {
+		n.observe(&st)
+		return 0
+	}
+	p, _ := n.path()
+	st, err = n.m.fs.Setattr(p, h, files.SetAttr{Mode: &m})
+	if err != nil {
+		return toErrno(err)
+	}
+	n.observe(&st)
+	return 0
+}
+
+// Flush is close(2) of one fd of the open: it starts the write-back (and
+// waits for it with FlushOnClose), so an error can reach close().
+func (n *node) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
+	if h := handleOf(f); h != nil {
+		return toErrno(h.Flush())
+	}
+	return 0
+}
+
+func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
+	if h := handleOf(f); h != nil {
+		return toErrno(h.Release())
+	}
+	return 0
+}
+
+// Fsync is fsync/fdatasync of a file (0 = data and size on the backing
+// store), or fsyncdir of a directory when go-fuse routes it here.
+func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	h := handleOf(f)
+	if h == nil {
+		return 0
+	}
+	return toErrno(h.Fsync(flags&fsyncFdatasync != 0))
+}
+
+func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
+	h := handleOf(f)
+	if h == nil {
+		return syscall.EBADF
+	}
+	return toErrno(h.Allocate(int64(off), int64(size), mode))
+}
+
+// Lseek serves SEEK_DATA and SEEK_HOLE; the kernel handles the others.
+func (n *node) Lseek(ctx context.Context, f fs.FileHandle, off uint64, whence uint32) (uint64, syscall.Errno) {
+	h := handleOf(f)
+	if h == nil {
+		return 0, syscall.EBADF
+	}
+	pos, err := h.Lseek(int64(off), int(whence))
+	if err != nil {
+		return 0, toErrno(err)
+	}
+	return uint64(pos), 0
+}
+
+// fsyncFdatasync is FUSE_FSYNC_FDATASYNC of FsyncIn.FsyncFlags.
+const fsyncFdatasync = 1 << 0

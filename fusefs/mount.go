@@ -1,0 +1,139 @@
+package fusefs
+
+import (
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/sirupsen/logrus"
+
+	"github.com/iowarp/iowarp/bufferpool/files"
+)
+
+// Options configure a mount.
+type Options struct {
+	// AllowOther lets users other than the mounter use the mount (needs
+	// root or user_allow_other); permissions are checked by the kernel
+	// (default_permissions) against the attributes we report.
+	AllowOther bool
+	// Debug logs every FUSE request and reply (through logrus, at debug
+	// level).
+	Debug bool
+	// Passthrough hands read-only opens of files that are fully resident
+	// in the RAM tier to the kernel (FUSE passthrough to the memfd): reads
+	// then run at tmpfs speed without entering the daemon. See doc.go for
+	// the restriction it brings on concurrent writers.
+	Passthrough bool
+	// AttrTimeout and EntryTimeout are how long the kernel may cache
+	// attributes and names (0 = 1s). NegativeTimeout caches failed lookups
+	// (0 = not cached, so a file created behind the kernel's back — by
+	// the shim, or on the backing store — is seen at once).
+	AttrTimeout, EntryTimeout, NegativeTimeout time.Duration
+	// MaxReadAhead caps kernel readahead in bytes (0 = 1 MiB, the page
+	// size of the pool; the kernel clamps it to its own maximum).
+	MaxReadAhead int
+	// KeepCache keeps the kernel page cache of a file across opens. It
+	// is only safe when every writer of the namespace goes through this
+	// mount (Scratch mode); 0 value = decided from the file system's mode.
+	KeepCache KeepCache
+}
+
+// KeepCache says whether the kernel page cache of a file survives open(2).
+type KeepCache int
+
+const (
+	// KeepCacheAuto keeps the cache in Scratch mode (the namespace is
+	// private: every write passes through this mount) and drops it on
+	// every open otherwise (close-to-open consistency with other nodes
+	// writing the backing store).
+	KeepCacheAuto KeepCache = iota
+	KeepCacheNever
+	KeepCacheAlways
+)
+
+const (
+	defaultTimeout  = time.Second
+	maxWrite        = 1 << 20
+	defaultReadAhed = 1 << 20
+)
+
+// Server is a mounted file system. Safe for concurrent use.
+type Server struct {
+	srv *fuse.Server
+	dir string
+}
+
+// Mount mounts fsys on dir and serves it until Unmount. The caller must be
+// root: the mount is made with mount(2) directly (no fusermount), which is
+// also what kernel passthrough requires.
+func Mount(dir string, fsys *files.FS, opts Options) (*Server, error) {
+	root, rootAttr, err := newRoot(fsys, opts)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: stat root: %w", dir, err)
+	}
+	fopts := fsOptions(rootAttr, opts)
+	srv, err := fs.Mount(dir, root, fopts)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	return &Server{srv: srv, dir: dir}, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// fsOptions builds go-fuse's options. Timeouts are set per reply by the
+// nodes (see node.entryOut); the ones here are the bridge's fallback.
+func fsOptions(rootAttr fs.StableAttr, opts Options) *fs.Options {
+	attr := orDefault(opts.AttrTimeout, defaultTimeout)
+	entry := orDefault(opts.EntryTimeout, defaultTimeout)
+	neg := opts.NegativeTimeout
+	ra := opts.MaxReadAhead
+	if ra == 0 {
+		ra = defaultReadAhed
+	}
+	logger := log.New(logrus.StandardLogger().WriterLevel(logrus.DebugLevel), "", 0)
+	return &fs.Options{
+		MountOptions: fuse.MountOptions{
+			AllowOther:        opts.AllowOther,
+			Options:           []string{"default_permissions"},
+			FsName:            "iowarp",
+			Name:              "iowarp",
+			MaxWrite:          maxWrite,
+			MaxReadAhead:      ra,
+			DirectMountStrict: true,
+			Debug:             opts.Debug,
+			Logger:            logger,
+			EnableLocks:       false,
+			// security.* (capabilities, SELinux labels) is not served:
+			// answered ENODATA by go-fuse itself.
+			IgnoreSecurityLabels: true,
+			// We clear suid/sgid ourselves on write, truncate, chown
+			// (see killSuidgid), so the kernel need not ask for
+			// security.capability before every write.
+			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2,
+			PanicHandler:      panicHandler,
+		},
+		AttrTimeout:     &attr,
+		EntryTimeout:    &entry,
+		NegativeTimeout: &neg,
+		RootStableAttr:  &rootAttr,
+		Logger:          logger,
+	}
+}
+
+// Unmount detaches the mount; it fails (EBUSY) while files are open,
+// like umount(8).
+func (s *Server) Unmount() error { return s.srv.Unmount() }
+
+// Wait returns when the mount is gone (Unmount, or umount from outside).
+func (s *Server) Wait() { s.srv.Wait() }
+
+// Dir is the mount point.
+func (s *Server) Dir() string { return s.dir }
