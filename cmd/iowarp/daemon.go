@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/runtime/control"
+)
+
+// --daemon re-executes the binary with the same arguments in a new
+// session, its stdio on a log file, and IOWARP_READY_FD naming a pipe.
+// The child writes "ready" on the pipe once the mount is up, or
+// "error: ..." if it fails first; the parent relays that and exits.
+
+const readyEnv = "IOWARP_READY_FD"
+
+func isDaemonChild() bool { return os.Getenv(readyEnv) != "" }
+
+// daemonReadyFile is the readiness pipe of a daemon child, or nil.
+func daemonReadyFile() *os.File {
+	if os.Getenv(readyEnv) != "3" {
+		return nil
+	}
+	return readyFile
+}
+
+// readyFile is fd 3 of a daemon child, taken at start-up so that nothing
+// else can take the number.
+var readyFile = func() *os.File {
+	if os.Getenv(readyEnv) != "3" {
+		return nil
+	}
+	syscall.CloseOnExec(3)
+	return os.NewFile(3, "ready")
+}()
+
+// notifyParent tells the waiting parent why the child failed.
+func notifyParent(err error) {
+	if f := daemonReadyFile(); f != nil {
+		fmt.Fprintf(f, "error: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+		f.Close()
+	}
+}
+
+func daemonize(cfg *runtime.Config, logFile string) error {
+	if logFile == "" {
+		logFile = strings.TrimSuffix(control.SocketPath(cfg.ControlDir, cfg.Mount), ".sock") + ".log"
+	}
+	if err := os.MkdirAll(filepath.Dir(logFile), 0o700); err != nil {
+		return fmt.Errorf("log directory: %w", err)
+	}
+	logf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("log file: %w", err)
+	}
+	defer logf.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	child := exec.Command(exe, os.Args[1:]...)
+	child.Env = append(os.Environ(), readyEnv+"=3")
+	child.Stdout, child.Stderr = logf, logf
+	child.ExtraFiles = []*os.File{w}
+	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := child.Start(); err != nil {
+		w.Close()
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	w.Close()
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	line = strings.TrimSpace(line)
+	switch {
+	case line == "ready":
+		child.Process.Release()
+		logrus.Infof("iowarp daemon pid %d serves %s; log %s", child.Process.Pid, cfg.Mount, logFile)
+		return nil
+	case strings.HasPrefix(line, "error: "):
+		child.Wait()
+		return errors.New(strings.TrimPrefix(line, "error: "))
+	default:
+		err := child.Wait()
+		return fmt.Errorf("daemon exited before the mount was ready (%v); see %s", err, logFile)
+	}
+}

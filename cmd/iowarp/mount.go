@@ -1,0 +1,257 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iowarp/iowarp/bufferpool"
+	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/runtime"
+)
+
+// mountFlags are the flags of `iowarp mount` and `iowarp runtime start`.
+type mountFlags struct {
+	config       string
+	backing      string
+	ram          string
+	nvme         string
+	mode         string
+	controlDir   string
+	logFile      string
+	daemon       bool
+	flushOnClose bool
+	allowOther   bool
+}
+
+func newMountCmd(lf *logFlags) *cobra.Command {
+	mf := &mountFlags{}
+	cmd := &cobra.Command{
+		Use:   "mount DIR",
+		Short: "Mount iowarp on DIR and serve it in the foreground until SIGTERM, Ctrl-C or umount",
+		Long: `Mount iowarp on DIR with the embedded default configuration (see
+'iowarp config default'), or --config FILE, overridden by the flags.
+
+The command serves the mount in the foreground. SIGTERM, SIGINT (Ctrl-C) or an
+external 'umount DIR' drain every dirty page to the backing directory, unmount
+and exit 0. With --daemon it detaches and returns once the mount is ready.`,
+		Example: `  iowarp mount /iowarp
+  iowarp mount /iowarp --backing /lustre/$USER --ram 8GiB --nvme /local/nvme:200GiB
+  iowarp mount /scratch/job --mode scratch --daemon`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return mountMain(cmd, lf, mf, args[0])
+		},
+	}
+	mf.register(cmd, true)
+	return cmd
+}
+
+func (mf *mountFlags) register(cmd *cobra.Command, overrides bool) {
+	f := cmd.Flags()
+	f.StringVarP(&mf.config, "config", "c", "", "YAML config file read on top of the embedded default")
+	f.BoolVarP(&mf.daemon, "daemon", "d", false, "detach; return once the mount is ready")
+	f.StringVar(&mf.logFile, "log-file", "", "with --daemon: log here (default: next to the control socket)")
+	if !overrides {
+		return
+	}
+	f.StringVarP(&mf.backing, "backing", "b", "", "backing directory mirrored by the mount (the parallel file system)")
+	f.StringVar(&mf.ram, "ram", "", "capacity of the RAM tier, e.g. 8GiB or 25% (of memory)")
+	f.StringVar(&mf.nvme, "nvme", "", "file tier as DIR:SIZE, e.g. /local/nvme:200GiB")
+	f.StringVarP(&mf.mode, "mode", "m", "", "writeback, writethrough or scratch")
+	f.BoolVar(&mf.flushOnClose, "flush-on-close", false, "close(2) waits for the file's write-back")
+	f.BoolVar(&mf.allowOther, "allow-other", false, "let other users use the mount")
+	f.StringVar(&mf.controlDir, "control-dir", "", "directory of the control socket")
+}
+
+func mountMain(cmd *cobra.Command, lf *logFlags, mf *mountFlags, dir string) error {
+	cfg, err := mf.load()
+	if err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	cfg.Mount = abs
+	cfg.Overridden("mount")
+	if err := mf.override(cmd, cfg); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	return start(lf, mf, cfg)
+}
+
+// load returns the embedded default or the --config file on top of it.
+func (mf *mountFlags) load() (*runtime.Config, error) {
+	if mf.config == "" {
+		return runtime.Default(), nil
+	}
+	return runtime.Load(mf.config)
+}
+
+// start runs the daemon in the foreground, or detached with --daemon.
+func start(lf *logFlags, mf *mountFlags, cfg *runtime.Config) error {
+	if !lf.explicit() {
+		if err := lf.apply(cfg.LogLevel); err != nil {
+			return err
+		}
+	}
+	if mf.daemon && !isDaemonChild() {
+		return daemonize(cfg, mf.logFile)
+	}
+	return serve(cfg, daemonReadyFile())
+}
+
+// override applies the flags that were given on top of the config.
+func (mf *mountFlags) override(cmd *cobra.Command, cfg *runtime.Config) error {
+	set := cmd.Flags().Changed
+	if set("backing") {
+		abs, err := filepath.Abs(mf.backing)
+		if err != nil {
+			return err
+		}
+		cfg.Backing = abs
+		cfg.Overridden("backing")
+	}
+	if set("mode") {
+		switch m := files.Mode(mf.mode); m {
+		case files.Writeback, files.Writethrough, files.Scratch:
+			cfg.Mode = m
+		default:
+			return fmt.Errorf("--mode: %q is not one of writeback, writethrough, scratch", mf.mode)
+		}
+	}
+	if set("ram") {
+		if err := overrideTier(cfg, bufferpool.KindRAM, "", mf.ram, "--ram"); err != nil {
+			return err
+		}
+	}
+	if set("nvme") {
+		i := strings.LastIndex(mf.nvme, ":")
+		if i <= 0 {
+			return fmt.Errorf("--nvme: %q is not DIR:SIZE", mf.nvme)
+		}
+		dir, err := filepath.Abs(mf.nvme[:i])
+		if err != nil {
+			return err
+		}
+		if err := overrideTier(cfg, bufferpool.KindFile, dir, mf.nvme[i+1:], "--nvme"); err != nil {
+			return err
+		}
+	}
+	if set("flush-on-close") {
+		cfg.FlushOnClose = mf.flushOnClose
+	}
+	if set("allow-other") {
+		cfg.AllowOther = mf.allowOther
+	}
+	if set("control-dir") {
+		abs, err := filepath.Abs(mf.controlDir)
+		if err != nil {
+			return err
+		}
+		cfg.ControlDir = abs
+	}
+	return nil
+}
+
+// overrideTier sets the capacity (and dir) of the first tier of kind, or
+// adds one: a RAM tier first, a file tier after the RAM tiers.
+func overrideTier(cfg *runtime.Config, kind, dir, size, flag string) error {
+	capacity, err := parseCapacity(size, kind)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	i, err := cfg.TierByKind(kind)
+	if err != nil {
+		t := runtime.Tier{Name: "ram", Kind: kind, HighWatermark: 0.9, LowWatermark: 0.7}
+		i = 0
+		if kind == bufferpool.KindFile {
+			t.Name = "nvme"
+			for i < len(cfg.Tiers) && cfg.Tiers[i].Kind == bufferpool.KindRAM {
+				i++
+			}
+		}
+		cfg.Tiers = append(cfg.Tiers[:i], append([]runtime.Tier{t}, cfg.Tiers[i:]...)...)
+	}
+	cfg.Tiers[i].Capacity = capacity
+	cfg.Overridden(fmt.Sprintf("tiers[%d].capacity", i))
+	if dir != "" {
+		cfg.Tiers[i].Dir = dir
+		cfg.Overridden(fmt.Sprintf("tiers[%d].dir", i))
+	}
+	return nil
+}
+
+// parseCapacity reads a size, or "N%" of memory for a RAM tier.
+func parseCapacity(s, kind string) (int64, error) {
+	if pct, ok := strings.CutSuffix(s, "%"); ok && kind == bufferpool.KindRAM {
+		var v float64
+		if _, err := fmt.Sscanf(pct, "%g", &v); err != nil || v <= 0 || v > 90 {
+			return 0, fmt.Errorf("%q is not a percentage of memory between 0 and 90", s)
+		}
+		return int64(v / 100 * float64(runtime.MemTotal())), nil
+	}
+	n, err := runtime.ParseSize(s)
+	if err != nil {
+		return 0, err
+	}
+	if n <= 0 {
+		return 0, fmt.Errorf("%q must be more than zero", s)
+	}
+	return n, nil
+}
+
+func newRuntimeCmd(lf *logFlags) *cobra.Command {
+	rt := &cobra.Command{
+		Use:   "runtime",
+		Short: "Start, stop and inspect the per-node daemon",
+	}
+	mf := &mountFlags{}
+	startCmd := &cobra.Command{
+		Use:   "start --config FILE",
+		Short: "Start the daemon and mount from a config file alone (foreground; --daemon to detach)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if mf.config == "" {
+				return fmt.Errorf("runtime start needs --config FILE (or use 'iowarp mount DIR')")
+			}
+			cfg, err := runtime.Load(mf.config)
+			if err != nil {
+				return err
+			}
+			return start(lf, mf, cfg)
+		},
+	}
+	mf.register(startCmd, false)
+	rt.AddCommand(startCmd, newStopCmd(), newStatusCmd())
+	return rt
+}
+
+func newConfigCmd() *cobra.Command {
+	c := &cobra.Command{Use: "config", Short: "Show and check configuration files"}
+	c.AddCommand(&cobra.Command{
+		Use:   "default",
+		Short: "Print the embedded default configuration (every key, documented)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := os.Stdout.Write(runtime.DefaultYAML())
+			return err
+		},
+	}, &cobra.Command{
+		Use:   "check FILE",
+		Short: "Check a configuration file; print the error with its line, or nothing",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, err := runtime.Load(args[0])
+			return err
+		},
+	})
+	return c
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/iowarp/iowarp/bufferpool"
+	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/fusefs"
+	"github.com/iowarp/iowarp/internal/sys"
+	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/runtime/control"
+)
+
+// Info is what the control socket's "info" operation answers.
+type Info struct {
+	Pid     int        `json:"pid"`
+	Version string     `json:"version"`
+	Mount   string     `json:"mount"`
+	Backing string     `json:"backing"`
+	Mode    files.Mode `json:"mode"`
+	Config  string     `json:"config"`
+	Started time.Time  `json:"started"`
+}
+
+// daemon is one running mount and what it owns, in the order it is built
+// and the reverse order it is torn down.
+type daemon struct {
+	cfg  *runtime.Config
+	pool *bufferpool.Pool
+	fsys *files.FS
+	ctl  *control.Server
+	srv  *fusefs.Server
+}
+
+// serve checks, mounts, reports readiness on ready (if not nil), serves
+// until a signal or an external umount, drains and returns.
+func serve(cfg *runtime.Config, ready *os.File) error {
+	if err := preflight(cfg); err != nil {
+		return err
+	}
+	d := &daemon{cfg: cfg}
+	if err := d.open(); err != nil {
+		d.close()
+		return err
+	}
+	logrus.Infof("mounted %s (%s, backing %s, %s in %d tiers, pid %d)", cfg.Mount, cfg.Mode,
+		backingName(cfg), runtime.FormatSize(cfg.Capacity()), len(cfg.Tiers), os.Getpid())
+	if ready != nil {
+		fmt.Fprintln(ready, "ready")
+		ready.Close()
+		os.Chdir("/") // do not keep the caller's directory busy
+	}
+	d.wait()
+	return d.close()
+}
+
+func backingName(cfg *runtime.Config) string {
+	if cfg.Mode == files.Scratch {
+		return "none"
+	}
+	return cfg.Backing
+}
+
+// preflight checks what the user can fix before anything is mounted:
+// one error each, naming the path.
+func preflight(cfg *runtime.Config) error {
+	mnt, err := runtime.CheckMountPoint(cfg.Mount)
+	if err != nil {
+		return err
+	}
+	cfg.Mount = mnt
+	if cfg.Mode != files.Scratch {
+		if cfg.Backing == runtime.Default().Backing {
+			// The built-in default is created on first use; a backing
+			// directory the user named must exist (a typo must not
+			// silently start an empty file system).
+			if err := os.MkdirAll(cfg.Backing, 0o755); err != nil {
+				return fmt.Errorf("create backing directory: %w", err)
+			}
+		}
+		if cfg.Backing, err = runtime.CheckWritable("backing directory", cfg.Backing); err != nil {
+			return err
+		}
+	}
+	if n, err := sys.RaiseNofile(); err != nil {
+		logrus.Warnf("cannot raise the open-file limit: %v", err)
+	} else {
+		logrus.Debugf("open-file limit %d", n)
+	}
+	return nil
+}
+
+func (d *daemon) open() error {
+	cfg := d.cfg
+	var err error
+	if d.pool, err = bufferpool.New(cfg.PoolConfig()); err != nil {
+		return fmt.Errorf("buffer pool: %w", err)
+	}
+	if d.fsys, err = files.New(d.pool, cfg.FilesOptions()); err != nil {
+		return fmt.Errorf("file system over %s: %w", backingName(cfg), err)
+	}
+	info := Info{Pid: os.Getpid(), Version: version, Mount: cfg.Mount, Backing: backingName(cfg),
+		Mode: cfg.Mode, Config: cfg.File, Started: time.Now()}
+	sock := control.SocketPath(cfg.ControlDir, cfg.Mount)
+	d.ctl, err = control.Listen(sock, map[string]control.Handler{
+		"stats": func() (any, error) { return d.fsys.Stats(), nil },
+		"info":  func() (any, error) { return info, nil },
+	})
+	if err != nil {
+		return err
+	}
+	d.srv, err = fusefs.Mount(cfg.Mount, d.fsys, fusefs.Options{
+		AllowOther:  cfg.AllowOther,
+		Debug:       logrus.IsLevelEnabled(logrus.TraceLevel),
+		Passthrough: cfg.Passthrough,
+	})
+	if errors.Is(err, syscall.EPERM) && os.Geteuid() != 0 {
+		return fmt.Errorf("%w (iowarp mount needs root)", err)
+	}
+	return err
+}
+
+// wait returns after a SIGTERM/SIGINT has been handled (drained and
+// unmounted) or the mount went away from outside.
+func (d *daemon) wait() {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	gone := make(chan struct{})
+	go func() { d.srv.Wait(); close(gone) }()
+	select {
+	case <-gone:
+		logrus.Infof("%s was unmounted; draining to %s", d.cfg.Mount, backingName(d.cfg))
+		d.srv = nil
+		return
+	case s := <-sigs:
+		logrus.Infof("%v: draining %s of dirty data to %s, then unmounting %s", s,
+			runtime.FormatSize(d.fsys.Stats().DirtyBytes), backingName(d.cfg), d.cfg.Mount)
+	}
+	go func() {
+		for s := range sigs {
+			logrus.Warnf("%v: still draining (%s dirty); kill -9 to abort, losing what is not fsynced", s,
+				runtime.FormatSize(d.fsys.Stats().DirtyBytes))
+		}
+	}()
+	// Drain while still mounted so that the unmount itself is quick; what
+	// is written in between is drained by Close.
+	if err := d.fsys.Sync(); err != nil {
+		logrus.Errorf("drain to %s: %v", backingName(d.cfg), err)
+	}
+	d.unmount(gone)
+}
+
+// unmount detaches the mount. A busy mount (open files, a shell inside)
+// is detached lazily, as umount -l would; its open files then fail.
+func (d *daemon) unmount(gone chan struct{}) {
+	err := d.srv.Unmount()
+	if err != nil {
+		logrus.Warnf("unmount %s: %v; detaching it lazily", d.cfg.Mount, err)
+		if out, err := exec.Command("umount", "-l", d.cfg.Mount).CombinedOutput(); err != nil {
+			logrus.Errorf("umount -l %s: %v: %s", d.cfg.Mount, err, out)
+		}
+	}
+	select {
+	case <-gone:
+	case <-time.After(10 * time.Second):
+		logrus.Warnf("%s: FUSE server still running 10s after unmount; exiting anyway", d.cfg.Mount)
+	}
+	d.srv = nil
+}
+
+// close drains and releases everything open. The first error is returned;
+// the others are logged.
+func (d *daemon) close() error {
+	var first error
+	note := func(what string, err error) {
+		if err == nil {
+			return
+		}
+		if first == nil {
+			first = fmt.Errorf("%s: %w", what, err)
+		} else {
+			logrus.Errorf("%s: %v", what, err)
+		}
+	}
+	if d.srv != nil {
+		note("unmount "+d.cfg.Mount, d.srv.Unmount())
+	}
+	if d.fsys != nil {
+		start := time.Now()
+		note("drain to "+backingName(d.cfg), d.fsys.Close())
+		st := d.fsys.Stats()
+		logrus.Infof("drained in %v (%s written back in total, %d flush errors)",
+			time.Since(start).Round(time.Millisecond), runtime.FormatSize(int64(st.FlushedBytes)), st.FlushErrors)
+	}
+	if d.pool != nil {
+		note("close buffer pool", d.pool.Close())
+	}
+	if d.ctl != nil {
+		note("close control socket", d.ctl.Close())
+	}
+	return first
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+
+	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/runtime/control"
+)
+
+// target names a running mount: its directory and the control directory.
+type target struct {
+	controlDir string
+}
+
+func (t *target) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&t.controlDir, "control-dir", os.Getenv("IOWARP_CONTROL_DIR"),
+		"directory of the control socket (default /run/iowarp for root, $XDG_RUNTIME_DIR/iowarp otherwise; env IOWARP_CONTROL_DIR)")
+}
+
+// socket returns the control socket of the mount at dir ("" = the
+// default config's mount point).
+func (t *target) socket(args []string) (string, string, error) {
+	dir := runtime.Default().Mount
+	if len(args) > 0 {
+		dir = args[0]
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", "", err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	return abs, control.SocketPath(t.controlDir, abs), nil
+}
+
+func (t *target) call(args []string, op string, result any) (string, error) {
+	dir, sock, err := t.socket(args)
+	if err != nil {
+		return "", err
+	}
+	if err := control.Call(sock, op, result); err != nil {
+		if errors.Is(err, control.ErrNoDaemon) {
+			return dir, fmt.Errorf("%s: %w (is it mounted? is --control-dir right?)", dir, err)
+		}
+		return dir, err
+	}
+	return dir, nil
+}
+
+func newStatCmd() *cobra.Command {
+	var t target
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stat [DIR]",
+		Short: "Show per-tier capacity, use, dirty bytes, hits and misses of a running mount",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if asJSON {
+				var raw json.RawMessage
+				if _, err := t.call(args, "stats", &raw); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(os.Stdout, "%s\n", raw)
+				return err
+			}
+			var info Info
+			var st files.Stats
+			if _, err := t.call(args, "info", &info); err != nil {
+				return err
+			}
+			if _, err := t.call(args, "stats", &st); err != nil {
+				return err
+			}
+			return printStats(os.Stdout, info, st)
+		},
+	}
+	t.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the raw statistics as JSON")
+	return cmd
+}
+
+func printStats(w io.Writer, info Info, st files.Stats) error {
+	fmt.Fprintf(w, "%s  mode %s  backing %s  pid %d  up %v\n\n", info.Mount, st.Mode, info.Backing,
+		info.Pid, time.Since(info.Started).Round(time.Second))
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "TIER\tKIND\tCAPACITY\tUSED\tUSE%\tDIRTY\tBLOBS\tPROMOTED\tDEMOTED\tEVICTED\t")
+	for _, ts := range st.Pool.Tiers {
+		pct := 0.0
+		if ts.Capacity > 0 {
+			pct = 100 * float64(ts.Used) / float64(ts.Capacity)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f\t%s\t%d\t%d\t%d\t%d\t\n", ts.Name, ts.Kind,
+			runtime.FormatSize(ts.Capacity), runtime.FormatSize(ts.Used), pct, runtime.FormatSize(ts.Dirty),
+			ts.Blobs, ts.Promoted, ts.Demoted, ts.Evicted)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\ndirty %s   flush backlog %d files   written back %s   staged in %s   flush errors %d\n",
+		runtime.FormatSize(st.DirtyBytes), st.FlushBacklog, runtime.FormatSize(int64(st.FlushedBytes)),
+		runtime.FormatSize(int64(st.StagedBytes)), st.FlushErrors)
+	_, err := fmt.Fprintf(w, "reads: %d hits, %d misses (pool: %d hits, %d misses)   read %s   written %s   open files %d\n",
+		st.ReadHits, st.ReadMisses, st.Pool.Hits, st.Pool.Misses, runtime.FormatSize(int64(st.BytesRead)),
+		runtime.FormatSize(int64(st.BytesWritten)), st.OpenFiles)
+	return err
+}
+
+func newStatusCmd() *cobra.Command {
+	var t target
+	cmd := &cobra.Command{
+		Use:   "status [DIR]",
+		Short: "Say whether a daemon serves DIR (default /iowarp); exit 1 if none",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var info Info
+			if _, err := t.call(args, "info", &info); err != nil {
+				return err
+			}
+			fmt.Printf("%s: served by pid %d (iowarp %s, %s, backing %s, config %q) since %s\n", info.Mount,
+				info.Pid, info.Version, info.Mode, info.Backing, info.Config, info.Started.Format(time.RFC3339))
+			return nil
+		},
+	}
+	t.register(cmd)
+	return cmd
+}
+
+func newStopCmd() *cobra.Command {
+	var t target
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "stop [DIR]",
+		Short: "Drain and unmount DIR (default /iowarp): SIGTERM to its daemon, wait for it to exit",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var info Info
+			dir, err := t.call(args, "info", &info)
+			if err != nil {
+				return err
+			}
+			if err := syscall.Kill(info.Pid, syscall.SIGTERM); err != nil {
+				return fmt.Errorf("signal daemon pid %d: %w", info.Pid, err)
+			}
+			logrus.Infof("stopping pid %d: draining and unmounting %s", info.Pid, dir)
+			deadline := time.Now().Add(timeout)
+			for syscall.Kill(info.Pid, 0) == nil {
+				if timeout > 0 && time.Now().After(deadline) {
+					return fmt.Errorf("pid %d still draining after %v", info.Pid, timeout)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			return nil
+		},
+	}
+	t.register(cmd)
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up waiting after this long (0 = wait for the drain)")
+	return cmd
+}
