@@ -1,145 +1,317 @@
 package bufferpool
 
-// STUB: signatures are the contract; bodies are being written.
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/iowarp/iowarp/bufferpool/tier"
+)
+
+// blockSize is the accounting unit: every blob costs its size rounded up
+// to it.
+const blockSize = 4096
+
+func roundUp(n int64) int64 { return (n + blockSize - 1) &^ (blockSize - 1) }
 
 // Pool is the Context Transfer Engine: buckets of blobs placed on tiers.
 // Safe for concurrent use.
-type Pool struct{}
+type Pool struct {
+	tiers        []*tierState
+	placement    string
+	promoteReads float64
+	interval     time.Duration
+
+	rr     atomic.Uint64 // round-robin cursor
+	rngMu  sync.Mutex
+	rng    *rand.Rand // guarded by rngMu
+	nextID atomic.Uint64
+
+	hits, misses atomic.Uint64
+	closed       atomic.Bool
+
+	// orgMu serialises organizer passes.
+	orgMu sync.Mutex
+
+	// mu is a leaf lock: never held while taking a bucket lock.
+	mu      sync.Mutex
+	buckets map[string]*Bucket
+
+	stop chan struct{}
+	done chan struct{}
+}
 
 // New opens the tiers of cfg (creating KindFile directories) and starts
 // the organizer.
-func New(cfg Config) (*Pool, error) { panic("unimplemented") }
+func New(cfg Config) (*Pool, error) {
+	if len(cfg.Tiers) == 0 {
+		return nil, fmt.Errorf("new pool: no tiers: %w", ErrInvalid)
+	}
+	p := &Pool{
+		placement:    cfg.Placement,
+		promoteReads: cfg.PromoteReads,
+		interval:     cfg.OrganizerInterval,
+		buckets:      make(map[string]*Bucket),
+	}
+	switch p.placement {
+	case "":
+		p.placement = PlaceMinimizeIOTime
+	case PlaceMinimizeIOTime, PlaceRoundRobin, PlaceRandom:
+	default:
+		return nil, fmt.Errorf("new pool: placement %q: %w", cfg.Placement, ErrInvalid)
+	}
+	if p.promoteReads == 0 {
+		p.promoteReads = 3
+	}
+	if p.interval == 0 {
+		p.interval = 200 * time.Millisecond
+	}
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	p.rng = rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>32|1))
+	seen := make(map[string]bool)
+	for i, tc := range cfg.Tiers {
+		if tc.Name == "" || seen[tc.Name] {
+			return nil, fmt.Errorf("new pool: tier %d: empty or duplicate name %q: %w", i, tc.Name, ErrInvalid)
+		}
+		seen[tc.Name] = true
+		ts, err := newTierState(i, tc)
+		if err != nil {
+			return nil, fmt.Errorf("new pool: %w", err)
+		}
+		p.tiers = append(p.tiers, ts)
+	}
+	p.stop = make(chan struct{})
+	p.done = make(chan struct{})
+	if p.interval > 0 {
+		go p.organizer()
+	} else {
+		close(p.done)
+	}
+	return p, nil
+}
 
 // Close stops the organizer, drops every bucket and releases every
 // segment (memfds closed, segment files removed). Dirty data is lost:
 // callers drain first.
-func (p *Pool) Close() error { panic("unimplemented") }
+func (p *Pool) Close() error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	close(p.stop)
+	<-p.done
+	p.mu.Lock()
+	buckets := p.buckets
+	p.buckets = make(map[string]*Bucket)
+	p.mu.Unlock()
+	var first error
+	for _, b := range buckets {
+		if err := b.drop(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
 
 // Bucket returns the bucket called name, creating it with opts if absent.
 // An existing bucket keeps its original options.
-func (p *Pool) Bucket(name string, opts BucketOptions) (*Bucket, error) { panic("unimplemented") }
+func (p *Pool) Bucket(name string, opts BucketOptions) (*Bucket, error) {
+	if name == "" || opts.PageSize < 0 {
+		return nil, fmt.Errorf("bucket %q (page size %d): %w", name, opts.PageSize, ErrInvalid)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed.Load() {
+		return nil, fmt.Errorf("bucket %q: %w", name, ErrClosed)
+	}
+	if b := p.buckets[name]; b != nil {
+		return b, nil
+	}
+	b := newBucket(p, p.nextID.Add(1), name, opts)
+	p.buckets[name] = b
+	return b, nil
+}
 
 // LookupBucket returns an existing bucket or ErrNotFound.
-func (p *Pool) LookupBucket(name string) (*Bucket, error) { panic("unimplemented") }
+func (p *Pool) LookupBucket(name string) (*Bucket, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed.Load() {
+		return nil, fmt.Errorf("bucket %q: %w", name, ErrClosed)
+	}
+	if b := p.buckets[name]; b != nil {
+		return b, nil
+	}
+	return nil, fmt.Errorf("bucket %q: %w", name, ErrNotFound)
+}
 
 // DeleteBucket drops a bucket and all its blobs (dirty or not).
-func (p *Pool) DeleteBucket(name string) error { panic("unimplemented") }
+func (p *Pool) DeleteBucket(name string) error {
+	p.mu.Lock()
+	if p.closed.Load() {
+		p.mu.Unlock()
+		return fmt.Errorf("delete bucket %q: %w", name, ErrClosed)
+	}
+	b := p.buckets[name]
+	delete(p.buckets, name)
+	p.mu.Unlock()
+	if b == nil {
+		return fmt.Errorf("delete bucket %q: %w", name, ErrNotFound)
+	}
+	if err := b.drop(); err != nil {
+		return fmt.Errorf("delete bucket %q: %w", name, err)
+	}
+	return nil
+}
 
 // RenameBucket renames a bucket; ErrExist if newName is taken.
-func (p *Pool) RenameBucket(oldName, newName string) error { panic("unimplemented") }
+func (p *Pool) RenameBucket(oldName, newName string) error {
+	if newName == "" {
+		return fmt.Errorf("rename bucket %q to %q: %w", oldName, newName, ErrInvalid)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed.Load() {
+		return fmt.Errorf("rename bucket %q: %w", oldName, ErrClosed)
+	}
+	b := p.buckets[oldName]
+	if b == nil {
+		return fmt.Errorf("rename bucket %q: %w", oldName, ErrNotFound)
+	}
+	if oldName == newName {
+		return nil
+	}
+	if p.buckets[newName] != nil {
+		return fmt.Errorf("rename bucket %q to %q: %w", oldName, newName, ErrExist)
+	}
+	delete(p.buckets, oldName)
+	p.buckets[newName] = b
+	b.name.Store(&newName)
+	return nil
+}
 
 // Buckets lists bucket names.
-func (p *Pool) Buckets() []string { panic("unimplemented") }
+func (p *Pool) Buckets() []string {
+	p.mu.Lock()
+	names := make([]string, 0, len(p.buckets))
+	for n := range p.buckets {
+		names = append(names, n)
+	}
+	p.mu.Unlock()
+	slices.Sort(names)
+	return names
+}
+
+// snapshot returns the current buckets.
+func (p *Pool) snapshot() []*Bucket {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	bs := make([]*Bucket, 0, len(p.buckets))
+	for _, b := range p.buckets {
+		bs = append(bs, b)
+	}
+	return bs
+}
 
 // Stats returns a snapshot.
-func (p *Pool) Stats() Stats { panic("unimplemented") }
-
-// Organize runs one organizer pass now (demote past high watermarks,
-// evict clean blobs from the last tier past its high watermark, promote
-// hot blobs). Tests call it directly.
-func (p *Pool) Organize() { panic("unimplemented") }
-
-// Bucket is a set of blobs. Safe for concurrent use.
-type Bucket struct{}
-
-func (b *Bucket) Name() string    { panic("unimplemented") }
-func (b *Bucket) PageSize() int64 { panic("unimplemented") }
-
-// --- named blobs (PageSize == 0) ---
-
-// Put creates or replaces blob name with data (dirty).
-func (b *Bucket) Put(name string, data []byte) error { panic("unimplemented") }
-
-// Get returns a copy of the blob.
-func (b *Bucket) Get(name string) ([]byte, error) { panic("unimplemented") }
-
-// PartialPut writes data at off inside the blob, growing it if needed
-// (creating it if absent).
-func (b *Bucket) PartialPut(name string, off int64, data []byte) error { panic("unimplemented") }
-
-// PartialGet reads into buf from off; returns bytes read (short at the
-// end of the blob).
-func (b *Bucket) PartialGet(name string, off int64, buf []byte) (int, error) {
-	panic("unimplemented")
+func (p *Pool) Stats() Stats {
+	s := Stats{Hits: p.hits.Load(), Misses: p.misses.Load()}
+	p.mu.Lock()
+	s.Buckets = int64(len(p.buckets))
+	p.mu.Unlock()
+	for _, t := range p.tiers {
+		ts := t.stats()
+		s.DirtyBytes += ts.Dirty
+		s.Tiers = append(s.Tiers, ts)
+	}
+	return s
 }
 
-// Delete removes a blob (named or, for page buckets, the decimal index).
-func (b *Bucket) Delete(name string) error { panic("unimplemented") }
-
-// List describes every blob.
-func (b *Bucket) List() []BlobInfo { panic("unimplemented") }
-
-// Stat describes one blob.
-func (b *Bucket) Stat(name string) (BlobInfo, error) { panic("unimplemented") }
-
-// --- pages (PageSize > 0) ---
-
-// ReadPage copies page i from off into buf (off+len(buf) <= PageSize).
-// If the page is not resident and fill is nil it returns found=false and
-// copies nothing. If fill is non-nil the page is created from fill (clean)
-// and then read: found reports whether it was already resident (a hit).
-func (b *Bucket) ReadPage(i, off int64, buf []byte, fill Filler) (found bool, err error) {
-	panic("unimplemented")
+// organizer runs Organize every interval until Close.
+func (p *Pool) organizer() {
+	defer close(p.done)
+	tk := time.NewTicker(p.interval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-tk.C:
+			p.Organize()
+		}
+	}
 }
 
-// WritePage writes data at off in page i (off+len(data) <= PageSize) and
-// marks it dirty. An absent page is created first: from fill if non-nil,
-// else zeroed. Returns the page's new version.
-func (b *Bucket) WritePage(i, off int64, data []byte, fill Filler) (version uint64, err error) {
-	panic("unimplemented")
+// tierState is one tier's device and accounting. The counters are atomic:
+// capacity is reserved with compare-and-swap, so used never exceeds it.
+type tierState struct {
+	idx       int
+	cfg       TierConfig
+	dev       *tier.Device
+	capacity  int64
+	high, low int64 // watermarks in bytes
+
+	used   atomic.Int64 // bytes reserved by blobs
+	blobs  atomic.Int64
+	dirty  atomic.Int64 // bytes of dirty blobs
+	promo  atomic.Uint64
+	demo   atomic.Uint64
+	evicts atomic.Uint64
 }
 
-// PutPage inserts a full page (len(data) == PageSize) as clean if dirty is
-// false; replaces an existing page.
-func (b *Bucket) PutPage(i int64, data []byte, dirty bool) error { panic("unimplemented") }
-
-// SnapshotPage copies a resident page into buf (PageSize bytes) and returns
-// its version and dirty bit; found=false if absent.
-func (b *Bucket) SnapshotPage(i int64, buf []byte) (version uint64, dirty, found bool, err error) {
-	panic("unimplemented")
+func newTierState(idx int, tc TierConfig) (*tierState, error) {
+	if tc.Capacity <= 0 {
+		return nil, fmt.Errorf("tier %s: capacity %d: %w", tc.Name, tc.Capacity, ErrInvalid)
+	}
+	hi, lo := tc.HighWatermark, tc.LowWatermark
+	if hi == 0 {
+		hi = 0.9
+	}
+	if lo == 0 {
+		lo = 0.7
+	}
+	if hi < 0 || hi > 1 || lo < 0 || lo > hi {
+		return nil, fmt.Errorf("tier %s: watermarks %v/%v: %w", tc.Name, hi, lo, ErrInvalid)
+	}
+	if tc.Kind != KindRAM && tc.Kind != KindFile {
+		return nil, fmt.Errorf("tier %s: kind %q: %w", tc.Name, tc.Kind, ErrInvalid)
+	}
+	dev, err := tier.Open(tc.Kind, tc.Name, tc.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return &tierState{
+		idx: idx, cfg: tc, dev: dev, capacity: tc.Capacity,
+		high: int64(hi * float64(tc.Capacity)),
+		low:  int64(lo * float64(tc.Capacity)),
+	}, nil
 }
 
-// MarkClean clears the dirty bit of page i if its version is still
-// version (a write since the snapshot keeps it dirty). Reports whether it
-// was cleared.
-func (b *Bucket) MarkClean(i int64, version uint64) bool { panic("unimplemented") }
+// reserve takes n bytes of capacity if they are free.
+func (t *tierState) reserve(n int64) bool {
+	for {
+		u := t.used.Load()
+		if u+n > t.capacity {
+			return false
+		}
+		if t.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
 
-// MarkDirty sets the dirty bit again (a failed write-back).
-func (b *Bucket) MarkDirty(i int64) { panic("unimplemented") }
+func (t *tierState) release(n int64) { t.used.Add(-n) }
 
-// DirtyPages lists indices of dirty pages in ascending order.
-func (b *Bucket) DirtyPages() []int64 { panic("unimplemented") }
-
-// HasPage reports whether page i is resident.
-func (b *Bucket) HasPage(i int64) bool { panic("unimplemented") }
-
-// DeletePage drops page i (dirty or not) and frees its space.
-func (b *Bucket) DeletePage(i int64) { panic("unimplemented") }
-
-// Truncate drops every page at index >= n (ceil(size/PageSize)) and zeroes
-// page bytes at and past size inside the last partial page.
-func (b *Bucket) Truncate(size int64) error { panic("unimplemented") }
-
-// ZeroRange zeroes [off, off+n) of the resident pages covering it
-// (fallocate PUNCH/ZERO semantics for the file layer), marking them dirty.
-func (b *Bucket) ZeroRange(off, n int64) error { panic("unimplemented") }
-
-// Resident returns the resident page count and, for the RAM tier, whether
-// every page in [0, ceil(size/PageSize)) is resident in the first tier.
-func (b *Bucket) Resident(size int64) (pages int64, allInFirstTier bool) { panic("unimplemented") }
-
-// FirstTierFd returns the fd of this bucket's segment in the first tier
-// (the memfd for a RAM first tier) and true, or -1,false if none. The
-// segment is a sparse image: page i at i*PageSize. Used for kernel
-// passthrough and, later, for mapping into the shim. The fd stays owned
-// by the bucket.
-func (b *Bucket) FirstTierFd() (int, bool) { panic("unimplemented") }
-
-// SetSegmentSize sets the logical size of the first-tier segment (so a
-// passthrough reader sees EOF at the file size).
-func (b *Bucket) SetSegmentSize(size int64) error { panic("unimplemented") }
-
-// Pin keeps pages of this bucket in the first tier (organizer skips it)
-// while the pin count is positive.
-func (b *Bucket) Pin()   { panic("unimplemented") }
-func (b *Bucket) Unpin() { panic("unimplemented") }
+func (t *tierState) stats() TierStats {
+	return TierStats{
+		Name: t.cfg.Name, Kind: t.cfg.Kind, Capacity: t.capacity,
+		Used: t.used.Load(), Blobs: t.blobs.Load(), Dirty: t.dirty.Load(),
+		Promoted: t.promo.Load(), Demoted: t.demo.Load(), Evicted: t.evicts.Load(),
+		HighWater: t.high,
+	}
+}

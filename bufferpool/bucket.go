@@ -1,0 +1,497 @@
+package bufferpool
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/iowarp/iowarp/bufferpool/tier"
+)
+
+// halfLife is the decay half-life of blob access scores.
+const halfLife = 10 * time.Second
+
+// blob is one blob's placement and state. Fields above the atomics are
+// guarded by the owning bucket's mu (written under the write lock).
+type blob struct {
+	name    string // named buckets
+	page    int64  // page buckets; -1 for named blobs
+	tier    int    // index of the tier holding it
+	off     int64  // offset of its bytes in the tier's segment
+	size    int64  // logical bytes
+	alloc   int64  // bytes reserved in the tier (size rounded up to 4 KiB)
+	dirty   bool
+	busy    bool // being resized: never an eviction victim
+	version uint64
+
+	// score and readScore are decayed access and read counts as of
+	// scoreAt, with the counters folded in up to seenAcc and seenReads.
+	score, readScore   float64
+	scoreAt            int64
+	seenAcc, seenReads uint64
+
+	// Updated by readers under the read lock.
+	accesses atomic.Uint64
+	reads    atomic.Uint64
+	lastUsed atomic.Int64 // unix nanoseconds
+}
+
+// touch records an access.
+func (bl *blob) touch(now int64, read bool) {
+	bl.accesses.Add(1)
+	if read {
+		bl.reads.Add(1)
+	}
+	bl.lastUsed.Store(now)
+}
+
+func decay(age int64) float64 {
+	if age <= 0 {
+		return 1
+	}
+	return math.Exp2(-float64(age) / float64(halfLife))
+}
+
+// scores returns the decayed access and read counts at now: frequency
+// weighted by recency, as Hermes scores blobs.
+func (bl *blob) scores(now int64) (score, reads float64) {
+	d := decay(now - bl.scoreAt)
+	score = bl.score*d + float64(bl.accesses.Load()-bl.seenAcc)
+	reads = bl.readScore*d + float64(bl.reads.Load()-bl.seenReads)
+	return score, reads
+}
+
+// foldLocked stores the scores at now. Needs the bucket's write lock.
+func (bl *blob) foldLocked(now int64) {
+	acc, rd := bl.accesses.Load(), bl.reads.Load()
+	d := decay(now - bl.scoreAt)
+	bl.score = bl.score*d + float64(acc-bl.seenAcc)
+	bl.readScore = bl.readScore*d + float64(rd-bl.seenReads)
+	bl.scoreAt, bl.seenAcc, bl.seenReads = now, acc, rd
+}
+
+// segment is a bucket's segment on one tier, open while it holds a blob.
+type segment struct {
+	seg     *tier.Segment
+	nblobs  int  // blobs with bytes in it
+	exposed bool // fd handed out by FirstTierFd: stays open
+	ext     extentAlloc
+}
+
+// Bucket is a set of blobs. Safe for concurrent use.
+type Bucket struct {
+	p        *Pool
+	id       uint64
+	pageSize int64
+	name     atomic.Pointer[string]
+	pins     atomic.Int32
+	bufs     sync.Pool // *[]byte of pageSize bytes
+
+	// mu guards everything below and every blob's placement and bytes.
+	// Readers of resident blobs take it shared.
+	mu      sync.RWMutex
+	dead    bool
+	pages   map[int64]*blob
+	named   map[string]*blob
+	segs    []*segment // per tier, nil while closed
+	ndirty  int
+	segSize int64 // logical first-tier segment size, -1 if unset
+}
+
+func newBucket(p *Pool, id uint64, name string, opts BucketOptions) *Bucket {
+	b := &Bucket{
+		p: p, id: id, pageSize: opts.PageSize,
+		segs:    make([]*segment, len(p.tiers)),
+		segSize: -1,
+	}
+	b.name.Store(&name)
+	if opts.PageSize > 0 {
+		b.pages = make(map[int64]*blob)
+	} else {
+		b.named = make(map[string]*blob)
+	}
+	return b
+}
+
+func (b *Bucket) Name() string    { return *b.name.Load() }
+func (b *Bucket) PageSize() int64 { return b.pageSize }
+
+// Pin keeps pages of this bucket in the first tier (organizer skips it)
+// while the pin count is positive.
+func (b *Bucket) Pin()   { b.pins.Add(1) }
+func (b *Bucket) Unpin() { b.pins.Add(-1) }
+
+func (b *Bucket) pinned() bool { return b.pins.Load() > 0 }
+
+// errGone is the error for a bucket that was deleted or whose pool closed.
+func (b *Bucket) errGone() error {
+	if b.p.closed.Load() {
+		return ErrClosed
+	}
+	return ErrNotFound
+}
+
+// checkLocked returns an error if the bucket is gone.
+func (b *Bucket) checkLocked() error {
+	if b.dead {
+		return fmt.Errorf("bucket %s: %w", b.Name(), b.errGone())
+	}
+	return nil
+}
+
+// key names a blob for errors and BlobInfo.
+func (bl *blob) key() string {
+	if bl.page >= 0 {
+		return strconv.FormatInt(bl.page, 10)
+	}
+	return bl.name
+}
+
+// currentLocked reports whether bl is still the live blob under its key.
+func (b *Bucket) currentLocked(bl *blob) bool {
+	if b.dead {
+		return false
+	}
+	if bl.page >= 0 {
+		return b.pages[bl.page] == bl
+	}
+	return b.named[bl.name] == bl
+}
+
+// segLocked returns the open segment of tier t, creating it.
+func (b *Bucket) segLocked(t int) (*segment, error) {
+	if s := b.segs[t]; s != nil {
+		return s, nil
+	}
+	ts := b.p.tiers[t]
+	sg, err := ts.dev.NewSegment(strconv.FormatUint(b.id, 10))
+	if err != nil {
+		return nil, fmt.Errorf("tier %s: bucket %s: %w", ts.cfg.Name, b.Name(), err)
+	}
+	if t == 0 && b.pageSize > 0 && b.segSize >= 0 {
+		if err := sg.SetSize(b.segSize); err != nil {
+			sg.Close()
+			return nil, fmt.Errorf("tier %s: bucket %s: %w", ts.cfg.Name, b.Name(), err)
+		}
+	}
+	s := &segment{seg: sg}
+	b.segs[t] = s
+	return s, nil
+}
+
+// maybeCloseLocked closes the segment of tier t if it holds nothing.
+func (b *Bucket) maybeCloseLocked(t int) {
+	s := b.segs[t]
+	if s == nil || s.nblobs > 0 || s.exposed {
+		return
+	}
+	s.seg.Close()
+	b.segs[t] = nil
+}
+
+// blobBytes is the span of bl's bytes in its segment: a whole page for
+// page buckets, the extent for named blobs.
+func (b *Bucket) blobBytes(bl *blob) int64 {
+	if bl.page >= 0 {
+		return b.pageSize
+	}
+	return bl.alloc
+}
+
+// attachLocked gives bl storage on tier t, whose capacity the caller
+// already reserved (bl.alloc bytes). On error the reservation is released.
+func (b *Bucket) attachLocked(bl *blob, t int) error {
+	ts := b.p.tiers[t]
+	if bl.alloc > 0 {
+		s, err := b.segLocked(t)
+		if err != nil {
+			ts.release(bl.alloc)
+			return err
+		}
+		s.nblobs++
+		if bl.page >= 0 {
+			bl.off = bl.page * b.pageSize
+		} else {
+			bl.off = s.ext.alloc(bl.alloc)
+		}
+	}
+	bl.tier = t
+	ts.blobs.Add(1)
+	if bl.dirty {
+		ts.dirty.Add(bl.size)
+	}
+	return nil
+}
+
+// detachLocked frees bl's storage: punch, free the extent, release the
+// reservation, close an empty segment.
+func (b *Bucket) detachLocked(bl *blob) error {
+	ts := b.p.tiers[bl.tier]
+	var err error
+	if bl.alloc > 0 {
+		s := b.segs[bl.tier]
+		err = s.seg.Punch(bl.off, b.blobBytes(bl))
+		if bl.page < 0 {
+			s.ext.release(bl.off, bl.alloc)
+		}
+		s.nblobs--
+		ts.release(bl.alloc)
+		b.maybeCloseLocked(bl.tier)
+	}
+	ts.blobs.Add(-1)
+	if bl.dirty {
+		ts.dirty.Add(-bl.size)
+	}
+	return err
+}
+
+// setDirtyLocked sets bl's dirty bit, keeping the accounting.
+func (b *Bucket) setDirtyLocked(bl *blob, dirty bool) {
+	if bl.dirty == dirty {
+		return
+	}
+	bl.dirty = dirty
+	d := bl.size
+	if dirty {
+		b.ndirty++
+	} else {
+		b.ndirty--
+		d = -d
+	}
+	b.p.tiers[bl.tier].dirty.Add(d)
+}
+
+// insertLocked adds bl to the bucket's map.
+func (b *Bucket) insertLocked(bl *blob) {
+	if bl.page >= 0 {
+		b.pages[bl.page] = bl
+	} else {
+		b.named[bl.name] = bl
+	}
+	if bl.dirty {
+		b.ndirty++
+	}
+}
+
+// removeLocked drops bl from the bucket and frees its storage.
+func (b *Bucket) removeLocked(bl *blob) error {
+	if bl.page >= 0 {
+		delete(b.pages, bl.page)
+	} else {
+		delete(b.named, bl.name)
+	}
+	if bl.dirty {
+		b.ndirty--
+	}
+	return b.detachLocked(bl)
+}
+
+// drop frees every blob and segment and marks the bucket dead.
+func (b *Bucket) drop() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dead {
+		return nil
+	}
+	var errs []error
+	for _, bl := range b.pages {
+		b.releaseQuietLocked(bl)
+	}
+	for _, bl := range b.named {
+		b.releaseQuietLocked(bl)
+	}
+	b.pages, b.named, b.ndirty = nil, nil, 0
+	for t, s := range b.segs {
+		if s != nil {
+			if err := s.seg.Close(); err != nil {
+				errs = append(errs, err)
+			}
+			b.segs[t] = nil
+		}
+	}
+	b.dead = true
+	return errors.Join(errs...)
+}
+
+// releaseQuietLocked returns bl's accounting without touching its bytes
+// (the segment is about to be closed).
+func (b *Bucket) releaseQuietLocked(bl *blob) {
+	ts := b.p.tiers[bl.tier]
+	ts.release(bl.alloc)
+	ts.blobs.Add(-1)
+	if bl.dirty {
+		ts.dirty.Add(-bl.size)
+	}
+}
+
+// info describes bl at now.
+func (b *Bucket) infoLocked(bl *blob, now int64) BlobInfo {
+	score, _ := bl.scores(now)
+	var last time.Time
+	if lu := bl.lastUsed.Load(); lu != 0 {
+		last = time.Unix(0, lu)
+	}
+	return BlobInfo{
+		Name: bl.key(), Page: bl.page, Size: bl.size,
+		Tier: b.p.tiers[bl.tier].cfg.Name, Dirty: bl.dirty,
+		Version: bl.version, Reads: bl.reads.Load(), Score: score, LastUsed: last,
+	}
+}
+
+// getBuf returns a zeroed page buffer.
+func (b *Bucket) getBuf() *[]byte {
+	if v := b.bufs.Get(); v != nil {
+		bp := v.(*[]byte)
+		clear(*bp)
+		return bp
+	}
+	buf := make([]byte, b.pageSize)
+	return &buf
+}
+
+func (b *Bucket) putBuf(bp *[]byte) { b.bufs.Put(bp) }
+
+// copyBufs holds 1 MiB buffers for moving blobs between segments.
+var copyBufs = sync.Pool{New: func() any { buf := make([]byte, 1<<20); return &buf }}
+
+// copySeg copies n bytes from src at soff to dst at doff.
+func copySeg(dst *tier.Segment, doff int64, src *tier.Segment, soff, n int64) error {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	for n > 0 {
+		c := min(n, int64(len(buf)))
+		if err := src.ReadAt(buf[:c], soff); err != nil {
+			return err
+		}
+		if err := dst.WriteAt(buf[:c], doff); err != nil {
+			return err
+		}
+		soff, doff, n = soff+c, doff+c, n-c
+	}
+	return nil
+}
+
+// moveLocked moves bl to tier dst, whose capacity the caller reserved.
+func (b *Bucket) moveLocked(bl *blob, dst int) error {
+	ts := b.p.tiers[dst]
+	if bl.alloc == 0 {
+		b.p.tiers[bl.tier].blobs.Add(-1)
+		if bl.dirty {
+			b.p.tiers[bl.tier].dirty.Add(-bl.size)
+			ts.dirty.Add(bl.size)
+		}
+		ts.blobs.Add(1)
+		bl.tier = dst
+		return nil
+	}
+	ds, err := b.segLocked(dst)
+	if err != nil {
+		ts.release(bl.alloc)
+		return err
+	}
+	doff := bl.off
+	if bl.page < 0 {
+		doff = ds.ext.alloc(bl.alloc)
+	}
+	n := bl.size
+	if bl.page >= 0 {
+		n = b.pageSize
+	}
+	if err := copySeg(ds.seg, doff, b.segs[bl.tier].seg, bl.off, n); err != nil {
+		ds.seg.Punch(doff, b.blobBytes(bl))
+		if bl.page < 0 {
+			ds.ext.release(doff, bl.alloc)
+		}
+		ts.release(bl.alloc)
+		b.maybeCloseLocked(dst)
+		return fmt.Errorf("move %s of bucket %s to tier %s: %w", bl.key(), b.Name(), ts.cfg.Name, err)
+	}
+	ds.nblobs++
+	err = b.detachLocked(bl)
+	bl.off = doff
+	bl.tier = dst
+	ts.blobs.Add(1)
+	if bl.dirty {
+		ts.dirty.Add(bl.size)
+	}
+	return err
+}
+
+// List describes every blob.
+func (b *Bucket) List() []BlobInfo {
+	now := time.Now().UnixNano()
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]BlobInfo, 0, len(b.pages)+len(b.named))
+	for _, bl := range b.pages {
+		out = append(out, b.infoLocked(bl, now))
+	}
+	for _, bl := range b.named {
+		out = append(out, b.infoLocked(bl, now))
+	}
+	sortInfos(out)
+	return out
+}
+
+// Stat describes one blob.
+func (b *Bucket) Stat(name string) (BlobInfo, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.checkLocked(); err != nil {
+		return BlobInfo{}, err
+	}
+	bl, err := b.lookupLocked(name)
+	if err != nil {
+		return BlobInfo{}, err
+	}
+	return b.infoLocked(bl, time.Now().UnixNano()), nil
+}
+
+// Delete removes a blob (named or, for page buckets, the decimal index).
+func (b *Bucket) Delete(name string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked(); err != nil {
+		return err
+	}
+	bl, err := b.lookupLocked(name)
+	if err != nil {
+		return err
+	}
+	return b.removeLocked(bl)
+}
+
+// lookupLocked finds a blob by name (decimal index for page buckets).
+func (b *Bucket) lookupLocked(name string) (*blob, error) {
+	var bl *blob
+	if b.pageSize > 0 {
+		i, err := strconv.ParseInt(name, 10, 64)
+		if err != nil || i < 0 {
+			return nil, fmt.Errorf("blob %q of page bucket %s: %w", name, b.Name(), ErrInvalid)
+		}
+		bl = b.pages[i]
+	} else {
+		bl = b.named[name]
+	}
+	if bl == nil {
+		return nil, fmt.Errorf("blob %q of bucket %s: %w", name, b.Name(), ErrNotFound)
+	}
+	return bl, nil
+}
+
+// sortInfos orders blobs by page index, then name.
+func sortInfos(infos []BlobInfo) {
+	slices.SortFunc(infos, func(x, y BlobInfo) int {
+		if c := cmp.Compare(x.Page, y.Page); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Name, y.Name)
+	})
+}

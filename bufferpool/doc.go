@@ -1,0 +1,70 @@
+// Package bufferpool is the Context Transfer Engine: named buckets of
+// blobs placed on tiers of decreasing speed (RAM memfds, then sparse files
+// on NVMe), with a data placement engine and an organizer that moves blobs
+// between tiers by access score.
+//
+// # Semantics
+//
+// Nothing is durable: the pool is a cache. Close (or DeleteBucket) drops
+// every blob, dirty or not, and removes every segment; callers such as
+// bufferpool/files write dirty pages back before that.
+//
+// A bucket has one segment per tier, opened when the first blob lands on
+// that tier and closed when the last leaves (except the first-tier segment
+// once FirstTierFd handed out its fd). Page buckets keep a sparse image of
+// the file: page i sits at offset i*PageSize in whichever tier's segment
+// holds it; moving a page copies it, then punches the hole it left.
+// Named-blob buckets place blobs with a first-fit extent allocator.
+// Unallocated ranges of a segment always read as zero.
+//
+// # Capacity and eviction
+//
+// Every blob costs its size rounded up to 4 KiB on the tier holding it.
+// Capacity is reserved with compare-and-swap before bytes are written, so a
+// tier's used bytes never exceed its capacity.
+//
+// Placement (Config.Placement) picks a tier with room: the fastest
+// (minimize_io_time), the next in turn (round_robin) or a random one. When
+// none has room, clean blobs are evicted, coldest first, from the slowest
+// tier up; pinned buckets are evicted from only when nothing else frees
+// enough. If that still finds no room the write fails with ErrNoSpace.
+//
+// Dirty blobs are never evicted. They leave the pool only through Delete,
+// DeletePage, Truncate, DeleteBucket or Close. Named blobs are always
+// dirty (there is no write-back for them), so they are only ever demoted.
+//
+// # Organizer
+//
+// Every OrganizerInterval (and on Organize) the organizer folds each blob's
+// access counters into its score, a count of reads and writes decayed with
+// a 10 s half-life (frequency weighted by recency, as in Hermes). Then:
+// the last tier, past its high watermark, evicts its coldest clean blobs
+// down to the low watermark; every other tier past its high watermark
+// demotes its coldest blobs to the next slower tier with room (a clean
+// blob with nowhere to go is evicted) down to its low watermark; and blobs
+// on slower tiers whose decayed read count reaches PromoteReads, or that
+// belong to a pinned bucket, are promoted to the fastest tier that stays
+// below its low watermark. Pinned buckets are never demoted.
+//
+// Counters in TierStats: Promoted counts blobs promoted into the tier,
+// Demoted blobs demoted out of it, Evicted blobs dropped from it.
+//
+// # Locking
+//
+// Lock order:
+//
+//	Pool.orgMu (one organizer pass at a time)
+//	  -> Bucket.mu (one bucket at a time, blocking)
+//	    -> other Bucket.mu, TryLock/TryRLock only
+//	      -> Pool.mu (leaf: bucket map)
+//
+// Bucket.mu (an RWMutex) guards the bucket's blob map, segments and blob
+// I/O; hits take it shared and bump atomic counters. Tier accounting is
+// atomic. A goroutine that holds a bucket's lock and needs space evicts
+// from other buckets only through TryLock, skipping busy ones, so two
+// writers filling the pool never wait for each other. Filler callbacks
+// run with their bucket write-locked: a page cannot be evicted between
+// stage-in and write, and a Filler must not call back into its bucket.
+// Pool.mu is held only to read or change the bucket map, never while
+// taking a bucket lock.
+package bufferpool

@@ -1,0 +1,476 @@
+package bufferpool
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// checkPage validates a page access of n bytes at off in page i.
+func (b *Bucket) checkPage(op string, i, off int64, n int) error {
+	if b.pageSize <= 0 {
+		return fmt.Errorf("%s: bucket %s is not a page bucket: %w", op, b.Name(), ErrInvalid)
+	}
+	if i < 0 || off < 0 || off+int64(n) > b.pageSize {
+		return fmt.Errorf("%s: page %d [%d,+%d) of bucket %s (page size %d): %w",
+			op, i, off, n, b.Name(), b.pageSize, ErrInvalid)
+	}
+	return nil
+}
+
+// ReadPage copies page i from off into buf (off+len(buf) <= PageSize).
+// If the page is not resident and fill is nil it returns found=false and
+// copies nothing. If fill is non-nil the page is created from fill (clean)
+// and then read: found reports whether it was already resident (a hit).
+func (b *Bucket) ReadPage(i, off int64, buf []byte, fill Filler) (found bool, err error) {
+	if err := b.checkPage("read page", i, off, len(buf)); err != nil {
+		return false, err
+	}
+	now := time.Now().UnixNano()
+	b.mu.RLock()
+	if b.dead {
+		err := b.checkLocked()
+		b.mu.RUnlock()
+		return false, err
+	}
+	if bl := b.pages[i]; bl != nil {
+		err := b.segs[bl.tier].seg.ReadAt(buf, bl.off+off)
+		bl.touch(now, true)
+		b.mu.RUnlock()
+		b.p.hits.Add(1)
+		return true, err
+	}
+	b.mu.RUnlock()
+	if fill == nil {
+		return false, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked(); err != nil {
+		return false, err
+	}
+	if bl := b.pages[i]; bl != nil { // filled meanwhile
+		bl.touch(now, true)
+		b.p.hits.Add(1)
+		return true, b.segs[bl.tier].seg.ReadAt(buf, bl.off+off)
+	}
+	var bp *[]byte
+	page := buf
+	if off != 0 || int64(len(buf)) != b.pageSize {
+		bp = b.getBuf()
+		defer b.putBuf(bp)
+		page = *bp
+	} else {
+		clear(page)
+	}
+	if err := fill(page); err != nil {
+		return false, fmt.Errorf("fill page %d of bucket %s: %w", i, b.Name(), err)
+	}
+	bl, err := b.newPageLocked(i, page, false, now)
+	if err != nil {
+		return false, err
+	}
+	bl.touch(now, true)
+	b.p.misses.Add(1)
+	if bp != nil {
+		copy(buf, page[off:])
+	}
+	return false, nil
+}
+
+// newPageLocked places page i with contents data (PageSize bytes) and
+// inserts it.
+func (b *Bucket) newPageLocked(i int64, data []byte, dirty bool, now int64) (*blob, error) {
+	bl := &blob{page: i, size: b.pageSize, alloc: roundUp(b.pageSize), dirty: dirty, scoreAt: now}
+	t, err := b.p.placeLocked(b, bl.alloc)
+	if err != nil {
+		return nil, fmt.Errorf("page %d: %w", i, err)
+	}
+	if err := b.attachLocked(bl, t); err != nil {
+		return nil, err
+	}
+	if data != nil {
+		if err := b.segs[t].seg.WriteAt(data, bl.off); err != nil {
+			b.detachLocked(bl)
+			return nil, fmt.Errorf("page %d of bucket %s: %w", i, b.Name(), err)
+		}
+	}
+	b.insertLocked(bl)
+	return bl, nil
+}
+
+// WritePage writes data at off in page i (off+len(data) <= PageSize) and
+// marks it dirty. An absent page is created first: from fill if non-nil,
+// else zeroed. Returns the page's new version.
+func (b *Bucket) WritePage(i, off int64, data []byte, fill Filler) (version uint64, err error) {
+	if err := b.checkPage("write page", i, off, len(data)); err != nil {
+		return 0, err
+	}
+	now := time.Now().UnixNano()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked(); err != nil {
+		return 0, err
+	}
+	bl := b.pages[i]
+	if bl == nil {
+		var page []byte
+		if fill != nil {
+			bp := b.getBuf()
+			defer b.putBuf(bp)
+			page = *bp
+			if err := fill(page); err != nil {
+				return 0, fmt.Errorf("fill page %d of bucket %s: %w", i, b.Name(), err)
+			}
+			copy(page[off:], data)
+		}
+		// Without a filler the new page is a hole (zeros) and only data
+		// is written below.
+		if bl, err = b.newPageLocked(i, page, true, now); err != nil {
+			return 0, err
+		}
+		if page != nil {
+			return b.wroteLocked(bl, now), nil
+		}
+	}
+	if err := b.segs[bl.tier].seg.WriteAt(data, bl.off+off); err != nil {
+		return bl.version, fmt.Errorf("write page %d of bucket %s: %w", i, b.Name(), err)
+	}
+	return b.wroteLocked(bl, now), nil
+}
+
+// wroteLocked records a write of bl.
+func (b *Bucket) wroteLocked(bl *blob, now int64) uint64 {
+	bl.version++
+	b.setDirtyLocked(bl, true)
+	bl.touch(now, false)
+	return bl.version
+}
+
+// PutPage inserts a full page (len(data) == PageSize) as clean if dirty is
+// false; replaces an existing page.
+func (b *Bucket) PutPage(i int64, data []byte, dirty bool) error {
+	if err := b.checkPage("put page", i, 0, len(data)); err != nil {
+		return err
+	}
+	if int64(len(data)) != b.pageSize {
+		return fmt.Errorf("put page %d of bucket %s: %d bytes, page size %d: %w",
+			i, b.Name(), len(data), b.pageSize, ErrInvalid)
+	}
+	now := time.Now().UnixNano()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked(); err != nil {
+		return err
+	}
+	bl := b.pages[i]
+	if bl == nil {
+		var err error
+		if bl, err = b.newPageLocked(i, data, dirty, now); err != nil {
+			return err
+		}
+	} else if err := b.segs[bl.tier].seg.WriteAt(data, bl.off); err != nil {
+		return fmt.Errorf("put page %d of bucket %s: %w", i, b.Name(), err)
+	}
+	bl.version++
+	b.setDirtyLocked(bl, dirty)
+	bl.touch(now, false)
+	return nil
+}
+
+// SnapshotPage copies a resident page into buf (PageSize bytes) and returns
+// its version and dirty bit; found=false if absent.
+func (b *Bucket) SnapshotPage(i int64, buf []byte) (version uint64, dirty, found bool, err error) {
+	if err := b.checkPage("snapshot page", i, 0, 0); err != nil {
+		return 0, false, false, err
+	}
+	if int64(len(buf)) < b.pageSize {
+		return 0, false, false, fmt.Errorf("snapshot page %d of bucket %s: buffer %d < page size %d: %w",
+			i, b.Name(), len(buf), b.pageSize, ErrInvalid)
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.checkLocked(); err != nil {
+		return 0, false, false, err
+	}
+	bl := b.pages[i]
+	if bl == nil {
+		return 0, false, false, nil
+	}
+	err = b.segs[bl.tier].seg.ReadAt(buf[:b.pageSize], bl.off)
+	return bl.version, bl.dirty, true, err
+}
+
+// MarkClean clears the dirty bit of page i if its version is still
+// version (a write since the snapshot keeps it dirty). Reports whether it
+// was cleared.
+func (b *Bucket) MarkClean(i int64, version uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bl := b.pages[i]
+	if bl == nil || bl.version != version {
+		return false
+	}
+	b.setDirtyLocked(bl, false)
+	return true
+}
+
+// MarkDirty sets the dirty bit again (a failed write-back).
+func (b *Bucket) MarkDirty(i int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if bl := b.pages[i]; bl != nil {
+		b.setDirtyLocked(bl, true)
+	}
+}
+
+// DirtyPages lists indices of dirty pages in ascending order.
+func (b *Bucket) DirtyPages() []int64 {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.ndirty == 0 {
+		return nil
+	}
+	out := make([]int64, 0, b.ndirty)
+	for i, bl := range b.pages {
+		if bl.dirty {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// HasPage reports whether page i is resident.
+func (b *Bucket) HasPage(i int64) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.pages[i] != nil
+}
+
+// DeletePage drops page i (dirty or not) and frees its space.
+func (b *Bucket) DeletePage(i int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if bl := b.pages[i]; bl != nil {
+		b.removeLocked(bl)
+	}
+}
+
+// pageCount is ceil(size/PageSize).
+func (b *Bucket) pageCount(size int64) int64 {
+	return (size + b.pageSize - 1) / b.pageSize
+}
+
+// Truncate drops every page at index >= n (ceil(size/PageSize)) and zeroes
+// page bytes at and past size inside the last partial page.
+func (b *Bucket) Truncate(size int64) error {
+	if err := b.checkPage("truncate", 0, 0, 0); err != nil {
+		return err
+	}
+	if size < 0 {
+		return fmt.Errorf("truncate bucket %s to %d: %w", b.Name(), size, ErrInvalid)
+	}
+	now := time.Now().UnixNano()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked(); err != nil {
+		return err
+	}
+	n := b.pageCount(size)
+	var drop []*blob
+	for i, bl := range b.pages {
+		if i >= n {
+			drop = append(drop, bl)
+		}
+	}
+	var err error
+	for _, bl := range drop {
+		if e := b.removeLocked(bl); e != nil && err == nil {
+			err = e
+		}
+	}
+	if tail := size % b.pageSize; tail != 0 {
+		if bl := b.pages[n-1]; bl != nil {
+			if e := b.zeroLocked(bl, tail, b.pageSize-tail, now); e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("truncate bucket %s to %d: %w", b.Name(), size, err)
+	}
+	return nil
+}
+
+// zeroLocked zeroes n bytes at off of page bl and marks it dirty.
+func (b *Bucket) zeroLocked(bl *blob, off, n int64, now int64) error {
+	b.wroteLocked(bl, now)
+	return b.segs[bl.tier].seg.Punch(bl.off+off, n)
+}
+
+// ZeroRange zeroes [off, off+n) of the resident pages covering it
+// (fallocate PUNCH/ZERO semantics for the file layer), marking them dirty.
+func (b *Bucket) ZeroRange(off, n int64) error {
+	if err := b.checkPage("zero range", 0, 0, 0); err != nil {
+		return err
+	}
+	if off < 0 || n < 0 || off > (1<<62)-n {
+		return fmt.Errorf("zero range [%d,+%d) of bucket %s: %w", off, n, b.Name(), ErrInvalid)
+	}
+	if n == 0 {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked(); err != nil {
+		return err
+	}
+	end := off + n
+	first, last := off/b.pageSize, (end-1)/b.pageSize
+	zero := func(i int64, bl *blob) error {
+		ps := i * b.pageSize
+		lo, hi := max(off, ps)-ps, min(end, ps+b.pageSize)-ps
+		return b.zeroLocked(bl, lo, hi-lo, now)
+	}
+	if last-first+1 > int64(len(b.pages)) {
+		for i, bl := range b.pages {
+			if i >= first && i <= last {
+				if err := zero(i, bl); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for i := first; i <= last; i++ {
+		if bl := b.pages[i]; bl != nil {
+			if err := zero(i, bl); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Resident returns the resident page count and, for the RAM tier, whether
+// every page in [0, ceil(size/PageSize)) is resident in the first tier.
+func (b *Bucket) Resident(size int64) (pages int64, allInFirstTier bool) {
+	if b.pageSize <= 0 || size < 0 {
+		return 0, false
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	pages = int64(len(b.pages))
+	n := b.pageCount(size)
+	if s := b.segs[0]; n > 0 && (s == nil || int64(s.nblobs) < n) {
+		return pages, false
+	}
+	for i := range n {
+		if bl := b.pages[i]; bl == nil || bl.tier != 0 {
+			return pages, false
+		}
+	}
+	return pages, true
+}
+
+// FirstTierFd returns the fd of this bucket's segment in the first tier
+// (the memfd for a RAM first tier) and true, or -1,false if none. The
+// segment is a sparse image: page i at i*PageSize. Used for kernel
+// passthrough and, later, for mapping into the shim. The fd stays owned
+// by the bucket.
+func (b *Bucket) FirstTierFd() (int, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dead {
+		return -1, false
+	}
+	s, err := b.segLocked(0)
+	if err != nil {
+		return -1, false
+	}
+	s.exposed = true
+	return s.seg.Fd(), true
+}
+
+// SetSegmentSize sets the logical size of the first-tier segment (so a
+// passthrough reader sees EOF at the file size).
+func (b *Bucket) SetSegmentSize(size int64) error {
+	if err := b.checkPage("set segment size", 0, 0, 0); err != nil {
+		return err
+	}
+	if size < 0 {
+		return fmt.Errorf("set segment size of bucket %s to %d: %w", b.Name(), size, ErrInvalid)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked(); err != nil {
+		return err
+	}
+	b.segSize = size
+	s := b.segs[0]
+	if s == nil {
+		return nil
+	}
+	phys, err := b.keepSizeLocked(size, s)
+	if err != nil {
+		return err
+	}
+	if err := s.seg.SetSize(phys); err != nil {
+		return fmt.Errorf("set segment size of bucket %s: %w", b.Name(), err)
+	}
+	s.seg.SetLimit(size)
+	return nil
+}
+
+// keepSizeLocked returns the smallest file size >= size that keeps every
+// non-zero byte of the first-tier pages (callers normally Truncate before
+// shrinking, so this is size).
+func (b *Bucket) keepSizeLocked(size int64, s *segment) (int64, error) {
+	phys := s.seg.Size()
+	if size >= phys {
+		return size, nil
+	}
+	first, last := size/b.pageSize, (phys-1)/b.pageSize
+	var idx []int64 // first-tier pages overlapping [size, phys)
+	if last-first+1 > int64(len(b.pages)) {
+		for i, bl := range b.pages {
+			if i >= first && i <= last && bl.tier == 0 {
+				idx = append(idx, i)
+			}
+		}
+	} else {
+		for i := first; i <= last; i++ {
+			if bl := b.pages[i]; bl != nil && bl.tier == 0 {
+				idx = append(idx, i)
+			}
+		}
+	}
+	if len(idx) == 0 {
+		return size, nil
+	}
+	slices.Sort(idx)
+	bp := b.getBuf()
+	defer b.putBuf(bp)
+	for k := len(idx) - 1; k >= 0; k-- {
+		bl := b.pages[idx[k]]
+		if err := s.seg.ReadAt(*bp, bl.off); err != nil {
+			return 0, err
+		}
+		lo := max(size-bl.off, 0)
+		if nz := lastNonZero((*bp)[lo:]); nz >= 0 {
+			return bl.off + lo + int64(nz) + 1, nil
+		}
+	}
+	return size, nil
+}
+
+func lastNonZero(p []byte) int {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] != 0 {
+			return i
+		}
+	}
+	return -1
+}

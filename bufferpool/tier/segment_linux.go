@@ -1,0 +1,146 @@
+package tier
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iowarp/iowarp/internal/sys"
+)
+
+// Segment is one bucket's sparse image on a device. Not safe for
+// concurrent mutation; see the package comment.
+type Segment struct {
+	f    *os.File
+	fd   int
+	path string // file tier: the file to remove on Close
+
+	// size is the physical file size as this Segment left it; bytes past
+	// it read as zero.
+	size int64
+	// limit is the logical size set by SetSize, or -1. Writes past it
+	// store only up to their last non-zero byte, so a reader of the raw
+	// fd (kernel passthrough) sees EOF at the logical size as long as
+	// the bytes past it are zero, which they are for a file's last page.
+	limit int64
+}
+
+func newMemfdSegment(name string) (*Segment, error) {
+	f, err := sys.MemfdCreate(name)
+	if err != nil {
+		return nil, err
+	}
+	return &Segment{f: f, fd: int(f.Fd()), limit: -1}, nil
+}
+
+func newFileSegment(dir, label string) (*Segment, error) {
+	f, err := os.CreateTemp(dir, "iowarp-seg-"+label+"-*")
+	if err != nil {
+		return nil, fmt.Errorf("create segment: %w", err)
+	}
+	return &Segment{f: f, fd: int(f.Fd()), path: f.Name(), limit: -1}, nil
+}
+
+// Fd is the segment's file descriptor, owned by the Segment.
+func (s *Segment) Fd() int { return s.fd }
+
+// Size is the physical size of the segment.
+func (s *Segment) Size() int64 { return s.size }
+
+// ReadAt fills p from off; bytes past the end of the file read as zero.
+func (s *Segment) ReadAt(p []byte, off int64) error {
+	n, err := s.f.ReadAt(p, off)
+	if err == io.EOF {
+		clear(p[n:])
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read segment %s at %d: %w", s.f.Name(), off, err)
+	}
+	return nil
+}
+
+// WriteAt writes p at off.
+func (s *Segment) WriteAt(p []byte, off int64) error {
+	end := off + int64(len(p))
+	if s.limit >= 0 && end > s.limit && end > s.size {
+		// Do not grow the file past its logical size for zero bytes.
+		keep := max(s.limit, s.size, off)
+		tail := p[keep-off:]
+		nz := lastNonZero(tail)
+		p = p[:keep-off+int64(nz+1)]
+		end = off + int64(len(p))
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	if _, err := s.f.WriteAt(p, off); err != nil {
+		return fmt.Errorf("write segment %s at %d: %w", s.f.Name(), off, err)
+	}
+	s.size = max(s.size, end)
+	return nil
+}
+
+// lastNonZero returns the index of the last non-zero byte of p, or -1.
+func lastNonZero(p []byte) int {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] != 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+var zeros [64 << 10]byte
+
+// Punch releases [off, off+n): afterwards it reads as zero. Where the
+// file system cannot punch holes, zeros are written instead.
+func (s *Segment) Punch(off, n int64) error {
+	if n <= 0 || off >= s.size {
+		return nil
+	}
+	n = min(n, s.size-off)
+	err := sys.PunchHole(s.f, off, n)
+	if err == nil || !errors.Is(err, unix.EOPNOTSUPP) {
+		return err
+	}
+	for n > 0 {
+		c := min(n, int64(len(zeros)))
+		if _, err := s.f.WriteAt(zeros[:c], off); err != nil {
+			return fmt.Errorf("zero segment %s at %d: %w", s.f.Name(), off, err)
+		}
+		off += c
+		n -= c
+	}
+	return nil
+}
+
+// SetSize sets the file size and the logical size (see WriteAt).
+func (s *Segment) SetSize(size int64) error {
+	if size < 0 {
+		return fmt.Errorf("segment size %d: %w", size, ErrInvalid)
+	}
+	if err := s.f.Truncate(size); err != nil {
+		return fmt.Errorf("truncate segment: %w", err)
+	}
+	s.size = size
+	s.limit = size
+	return nil
+}
+
+// SetLimit sets the logical size without changing the file (-1: none).
+func (s *Segment) SetLimit(limit int64) { s.limit = limit }
+
+// Close closes the fd and removes the file of a file-tier segment.
+func (s *Segment) Close() error {
+	err := s.f.Close()
+	if s.path != "" {
+		if rerr := os.Remove(s.path); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
