@@ -86,8 +86,8 @@ func daemonize(cfg *runtime.Config, logFile string) error {
 	line = strings.TrimSpace(line)
 	switch {
 	case line == "ready":
-		child.Process.Release()
 		logrus.Infof("iowarp daemon pid %d serves %s; log %s", child.Process.Pid, cfg.Mount, logFile)
+		child.Process.Release()
 		return nil
 	case strings.HasPrefix(line, "error: "):
 		child.Wait()

@@ -1,0 +1,75 @@
+# iowarp — see README.md. `make run` mounts /iowarp (or MOUNT=dir) in the
+# foreground; `make test` runs every test. Both install what they need.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+GO_MIN := $(shell sed -n 's/^go \([0-9.]*\).*/\1/p' go.mod)
+MOUNT ?= /iowarp
+ARGS ?=
+BIN := bin/iowarp
+TEST_TIMEOUT ?= 14m
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# Every system package the project uses (build, tests, benchmarks).
+APT_PACKAGES := fuse3 libfuse3-dev libhdf5-dev libnetcdf-dev hdf5-tools netcdf-bin \
+	openmpi-bin libopenmpi-dev fio clang libbpf-dev python3-h5py python3-netcdf4 \
+	python3-numpy attr rsync jq
+
+.PHONY: all deps go-check build run test bench lint clean
+
+all: build
+
+## deps: install the missing system packages (idempotent) and check Go.
+deps: go-check
+	@missing=""; \
+	for p in $(APT_PACKAGES); do \
+		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "deps: installing$$missing"; \
+		$(SUDO) apt-get update; \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $$missing; \
+	else \
+		echo "deps: all $(words $(APT_PACKAGES)) system packages present"; \
+	fi
+	@[ -e /dev/fuse ] || $(SUDO) modprobe fuse 2>/dev/null || \
+		echo "deps: warning: /dev/fuse is missing (in a container: --device /dev/fuse --cap-add SYS_ADMIN); mount tests will be skipped"
+
+go-check:
+	@command -v $(GO) >/dev/null 2>&1 || { \
+		echo "deps: no Go toolchain: install Go >= $(GO_MIN) from https://go.dev/dl and put it on PATH (or GO=/path/to/go)"; exit 1; }
+	@have=$$($(GO) env GOVERSION | sed 's/^go//'); \
+	if [ "$$(printf '%s\n%s\n' "$(GO_MIN)" "$$have" | sort -V | head -1)" != "$(GO_MIN)" ]; then \
+		echo "deps: Go $$have is older than $(GO_MIN) (go.mod); GOTOOLCHAIN=auto may fetch it, else install from https://go.dev/dl"; \
+	else \
+		echo "deps: Go $$have"; \
+	fi
+
+## build: bin/iowarp
+build: go-check
+	$(GO) build -o $(BIN) ./cmd/iowarp
+
+## run: mount iowarp on $(MOUNT) in the foreground; Ctrl-C drains and unmounts.
+run: deps build
+	$(SUDO) mkdir -p $(MOUNT)
+	$(SUDO) $(BIN) mount $(MOUNT) $(ARGS)
+
+## test: vet and every test (the mount tests need root and /dev/fuse).
+test: deps
+	$(GO) vet ./...
+	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+
+## bench: fio on tmpfs and on the mount, same run; prints ratios.
+bench: deps build
+	$(SUDO) scripts/bench.sh
+
+## lint: gofmt and go vet.
+lint: go-check
+	@out=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin
