@@ -43,7 +43,7 @@
 // demotes its coldest blobs to the next slower tier with room (a clean
 // blob with nowhere to go is evicted) down to its low watermark; and blobs
 // on slower tiers whose decayed read count reaches PromoteReads, or that
-// belong to a pinned bucket, are promoted to the fastest tier that stays
+// belong to a pinned bucket, are promoted to the fastest tier that is
 // below its low watermark. Pinned buckets are never demoted.
 //
 // Counters in TierStats: Promoted counts blobs promoted into the tier,

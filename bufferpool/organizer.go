@@ -136,7 +136,7 @@ func (p *Pool) promote(cands []victim, t int) {
 	for _, c := range hot {
 		for u := 0; u < t; u++ {
 			us := p.tiers[u]
-			if us.used.Load()+c.alloc > us.low || !us.reserve(c.alloc) {
+			if us.used.Load() >= us.low || !us.reserve(c.alloc) {
 				continue
 			}
 			c.b.mu.Lock()
