@@ -68,7 +68,8 @@ const (
 	ringSlice = 50 * time.Millisecond
 )
 
-// NewRing allocates a ring of capacity entries (rounded up to a power of 2).
+// NewRing allocates a ring of capacity entries (rounded up to a power of 2,
+// at least 2).
 func NewRing[T any](s *Segment, capacity int) (*Ring[T], error) {
 	t := typeOf[T]()
 	if err := checkType(t); err != nil {
@@ -77,7 +78,7 @@ func NewRing[T any](s *Segment, capacity int) (*Ring[T], error) {
 	if capacity < 1 || capacity > 1<<30 {
 		return nil, fmt.Errorf("new ring: capacity %d out of range", capacity)
 	}
-	c := uint64(1)
+	c := uint64(2) // a slot's states pos, pos+1, pos+cap must differ
 	for c < uint64(capacity) {
 		c <<= 1
 	}
@@ -122,7 +123,7 @@ func OpenRing[T any](s *Segment, p Pointer) (*Ring[T], error) {
 	c := load64(full, rCap)
 	slot := (8 + sizeOf[T]() + 7) &^ 7
 	size, ok := mulSize(c, slot)
-	if !ok || c == 0 || c&(c-1) != 0 || ringHdr+size > uint64(len(full)) {
+	if !ok || c < 2 || c&(c-1) != 0 || ringHdr+size > uint64(len(full)) {
 		return nil, fmt.Errorf("open ring %v: capacity %d: %w", p, c, ErrCorrupt)
 	}
 	return &Ring[T]{s: s, off: p.Offset, mem: full[:ringHdr+size], capacity: c, slot: slot, Spin: DefaultRingSpin}, nil
