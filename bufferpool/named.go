@@ -10,7 +10,7 @@ func (b *Bucket) checkNamed(op, name string, off int64) error {
 	if b.pageSize > 0 {
 		return fmt.Errorf("%s %q: bucket %s is a page bucket: %w", op, name, b.Name(), ErrInvalid)
 	}
-	if name == "" || off < 0 {
+	if name == "" || off < 0 || off > maxOffset {
 		return fmt.Errorf("%s %q at %d in bucket %s: %w", op, name, off, b.Name(), ErrInvalid)
 	}
 	return nil
@@ -33,13 +33,16 @@ func (b *Bucket) put(op, name string, off int64, data []byte, keep bool) error {
 	if err := b.checkNamed(op, name, off); err != nil {
 		return err
 	}
+	size := off + int64(len(data))
+	if size > maxOffset {
+		return fmt.Errorf("%s %q: size %d: %w", op, name, size, ErrInvalid)
+	}
 	now := time.Now().UnixNano()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.checkLocked(); err != nil {
 		return err
 	}
-	size := off + int64(len(data))
 	bl := b.named[name]
 	if bl == nil {
 		bl = &blob{name: name, page: -1, size: size, alloc: roundUp(size), dirty: true, scoreAt: now}

@@ -58,6 +58,8 @@ func TestNamedBlobs(t *testing.T) {
 			{op: "pput", name: "x", off: -1, data: bb, err: ErrInvalid},
 			{op: "pget", name: "x", off: -5, n: 1, err: ErrInvalid},
 			{op: "get", name: "nope", err: ErrNotFound},
+			{op: "pput", name: "x", off: 1<<62 + 1, data: bb, err: ErrInvalid},
+			{op: "pput", name: "x", off: 1 << 40, data: bb, err: ErrNoSpace},
 		}},
 	}
 	for _, tc := range tests {

@@ -97,7 +97,7 @@ func (p *Pool) demote(cands []victim, t int) {
 
 // demoteLocked moves bl from tier t to the first slower tier with room.
 func (b *Bucket) demoteLocked(bl *blob, t int) {
-	if !b.currentLocked(bl) || bl.tier != t || bl.busy {
+	if !b.currentLocked(bl) || bl.tier != t || bl.busy || bl.alloc == 0 {
 		return
 	}
 	p := b.p

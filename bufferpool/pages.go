@@ -11,7 +11,7 @@ func (b *Bucket) checkPage(op string, i, off int64, n int) error {
 	if b.pageSize <= 0 {
 		return fmt.Errorf("%s: bucket %s is not a page bucket: %w", op, b.Name(), ErrInvalid)
 	}
-	if i < 0 || off < 0 || off+int64(n) > b.pageSize {
+	if i < 0 || i > maxOffset/b.pageSize-1 || off < 0 || off+int64(n) > b.pageSize {
 		return fmt.Errorf("%s: page %d [%d,+%d) of bucket %s (page size %d): %w",
 			op, i, off, n, b.Name(), b.pageSize, ErrInvalid)
 	}

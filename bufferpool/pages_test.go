@@ -140,6 +140,7 @@ func TestPageBadInput(t *testing.T) {
 		"read past page":  second(b.ReadPage(0, ps-5, buf, nil)),
 		"read neg off":    second(b.ReadPage(0, -1, buf, nil)),
 		"read neg page":   second(b.ReadPage(-1, 0, buf, nil)),
+		"read huge page":  second(b.ReadPage(1<<62, 0, buf, nil)),
 		"write past page": second(b.WritePage(0, ps, []byte{1}, nil)),
 		"put short":       b.PutPage(0, buf, false),
 		"truncate neg":    b.Truncate(-1),

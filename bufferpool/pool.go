@@ -15,6 +15,9 @@ import (
 // to it.
 const blockSize = 4096
 
+// maxOffset bounds blob sizes and segment offsets, far below overflow.
+const maxOffset = 1 << 60
+
 func roundUp(n int64) int64 { return (n + blockSize - 1) &^ (blockSize - 1) }
 
 // Pool is the Context Transfer Engine: buckets of blobs placed on tiers.
