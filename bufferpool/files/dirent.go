@@ -10,17 +10,17 @@ import (
 var errBadDirent = errors.New("malformed directory entry")
 
 // parseDirents appends the linux_dirent64 records of buf to out, skipping
-// "." and "..".
+// "." and "..". On a malformed record it returns nil and an error.
 func parseDirents(buf []byte, out []DirEntry) ([]DirEntry, error) {
 	for len(buf) > 0 {
 		if len(buf) < 19 {
-			return out, errBadDirent
+			return nil, errBadDirent
 		}
 		ino := binary.NativeEndian.Uint64(buf[0:8])
 		reclen := int(binary.NativeEndian.Uint16(buf[16:18]))
 		typ := buf[18]
 		if reclen < 19 || reclen > len(buf) {
-			return out, errBadDirent
+			return nil, errBadDirent
 		}
 		name := buf[19:reclen]
 		for i, c := range name {

@@ -104,14 +104,14 @@ func (fs *FS) attach(fd int, writable bool) (*file, error) {
 		unix.Close(fd)
 	}
 	if first {
-		f.revalidate(&st)
+		f.revalidate()
 	}
 	return f, nil
 }
 
 // revalidate drops cached pages when the backing file changed behind our
 // back (another node wrote it): close-to-open consistency.
-func (f *file) revalidate(st *unix.Stat_t) {
+func (f *file) revalidate() {
 	if f.fs.scratch {
 		return
 	}
@@ -119,6 +119,12 @@ func (f *file) revalidate(st *unix.Stat_t) {
 	defer f.backingMu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// Stat under backingMu: a write-back that just finished changed it.
+	var now unix.Stat_t
+	if unix.Fstat(int(f.backing.Fd()), &now) != nil {
+		return
+	}
+	st := &now
 	f.stateMu.Lock()
 	same := st.Size == f.seenSize && st.Mtim == f.seenMtime
 	dirty := f.mtimeDirty
