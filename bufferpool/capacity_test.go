@@ -168,3 +168,37 @@ func TestNamedGrowAcrossTiers(t *testing.T) {
 	}
 	checkAccounting(t, p)
 }
+
+// A writer that needs space never waits for a bucket another goroutine
+// holds (here, one inside a slow Filler): it skips it.
+func TestEvictionSkipsBusyBucket(t *testing.T) {
+	p := testPool(t, 4*4096, 0)
+	x := mustBucket(t, p, "x", 4096)
+	y := mustBucket(t, p, "y", 4096)
+	for i := range int64(3) {
+		x.PutPage(i, fill(4096, 1), false) // clean, evictable
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() {
+		_, err := x.ReadPage(3, 0, make([]byte, 1), func([]byte) error {
+			close(entered)
+			<-release
+			return nil
+		})
+		done <- err
+	}()
+	<-entered
+	// x is locked: y cannot evict its clean pages and must not block.
+	y.WritePage(0, 0, []byte{1}, nil) // takes the last free page
+	_, err := y.WritePage(1, 0, []byte{1}, nil)
+	wantErr(t, err, ErrNoSpace)
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err) // x evicts its own clean page for the fill
+	}
+	if _, err := y.WritePage(1, 0, []byte{1}, nil); err != nil {
+		t.Fatal("with x free, y evicts its clean pages:", err)
+	}
+	checkAccounting(t, p)
+}

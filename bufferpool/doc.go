@@ -67,4 +67,9 @@
 // stage-in and write, and a Filler must not call back into its bucket.
 // Pool.mu is held only to read or change the bucket map, never while
 // taking a bucket lock.
+//
+// Known consequence: a writer can get ErrNoSpace while clean blobs exist
+// in buckets that stayed busy through its few retries (for example one
+// whose Filler is reading a slow backing store). Callers that drain treat
+// ErrNoSpace as "retry after write-back", which covers this case too.
 package bufferpool
