@@ -176,10 +176,10 @@ func TestFreeInvalidPointers(t *testing.T) {
 
 func TestCorruptHeaders(t *testing.T) {
 	cases := []struct {
-		name  string
+		name   string
 		break_ func(s *Segment, p Pointer)
-		op    func(s *Segment, p Pointer) error
-		want  error
+		op     func(s *Segment, p Pointer) error
+		want   error
 	}{
 		{"block magic", func(s *Segment, p Pointer) { store32(s.mem, p.Offset-blockHdr, 0xdead) },
 			func(s *Segment, p Pointer) error { return s.Free(p) }, ErrInvalidPointer},

@@ -125,4 +125,3 @@ func TestMmapFileSurvives(t *testing.T) {
 	}
 	mustCheck(t, s2)
 }
-

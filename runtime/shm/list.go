@@ -204,7 +204,7 @@ func (l *List[T]) valuesLocked() ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]T, 0, min(n, 1<<20))
+	out := make([]T, 0, min(n, 4096))
 	off, prev := head, uint64(0)
 	for i := uint64(0); i < n; i++ {
 		buf, err := l.node(off)

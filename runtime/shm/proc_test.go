@@ -18,8 +18,8 @@ import (
 // childRole set; TestShmChild then plays that role and exits.
 const (
 	childRole = "IOWARP_SHM_CHILD"
-	childSeg  = "IOWARP_SHM_SEG"   // posix name, or "fd3" for an inherited memfd
-	childArgs = "IOWARP_SHM_ARGS"  // role arguments, comma-separated integers
+	childSeg  = "IOWARP_SHM_SEG"  // posix name, or "fd3" for an inherited memfd
+	childArgs = "IOWARP_SHM_ARGS" // role arguments, comma-separated integers
 	childFd   = "fd3"
 )
 
