@@ -503,7 +503,12 @@ func (f *file) writePagesLocked() error {
 		}
 	}()
 	for _, i := range f.bucket.DirtyPages() {
+		// Snapshot under f.mu exclusively: a writer grows the size just
+		// after it dirties a page, and a stale size would cut the page.
+		f.mu.Lock()
 		ver, dirty, found, err := f.bucket.SnapshotPage(i, buf)
+		size := f.size.Load()
+		f.mu.Unlock()
 		if err != nil {
 			return fmt.Errorf("write back page %d: %w", i, err)
 		}
@@ -511,7 +516,6 @@ func (f *file) writePagesLocked() error {
 			continue
 		}
 		start := i * ps
-		size := f.size.Load()
 		if start >= size {
 			f.bucket.MarkClean(i, ver)
 			continue

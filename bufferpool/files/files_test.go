@@ -253,7 +253,12 @@ func TestFullPool(t *testing.T) {
 			}
 		}
 		if got := readAll(t, h); !bytes.Equal(got, data) {
-			t.Fatal("read back differs")
+			for i := range data {
+				if got[i] != data[i] {
+					back, _ := os.ReadFile(filepath.Join(fs.backing, "big"))
+					t.Fatalf("read back differs at %d (page %d): got %x want %x backing %x; backing len %d", i, i/testPage, got[i:i+8], data[i:i+8], back[i:min(len(back), i+8)], len(back))
+				}
+			}
 		}
 		if err := h.Fsync(false); err != nil {
 			t.Fatal(err)
@@ -286,7 +291,12 @@ func TestBurstAbsorption(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(fs.backing, "ckpt")); !bytes.Equal(got, data) {
-		t.Fatal("backing differs after sync")
+		for i := range data {
+			if got[i] != data[i] {
+				t.Fatalf("backing differs after sync at %d (len %d vs %d): got %x want %x; pool view equal: %v", i, len(got), len(data), got[i:i+16], data[i:i+16], bytes.Equal(readAll(t, mustOpen(t, fs, "ckpt", os.O_RDONLY)), data))
+			}
+		}
+		t.Fatalf("backing differs after sync: len %d vs %d", len(got), len(data))
 	}
 	if d := fs.Stats().DirtyBytes; d != 0 {
 		t.Fatalf("dirty bytes after sync: %d", d)
