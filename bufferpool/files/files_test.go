@@ -134,7 +134,8 @@ func TestModel(t *testing.T) {
 					fs.pool.Organize()
 				}
 				if got := readAll(t, h); !bytes.Equal(got, model) {
-					st, _ := h.Getattr(); t.Fatalf("step %d: file differs from model (len %d vs %d; fstat %d size %d backing %d)", step, len(got), len(model), st.Size, h.f.size.Load(), h.f.backingSize.Load())
+					st, _ := h.Getattr()
+					t.Fatalf("step %d: file differs from model (len %d vs %d; fstat %d size %d backing %d)", step, len(got), len(model), st.Size, h.f.size.Load(), h.f.backingSize.Load())
 				}
 				st, err := fs.Lstat("m")
 				if err != nil || st.Size != int64(len(model)) {
