@@ -72,6 +72,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		return nil, 0, toErrno(err)
 	}
 	n.observe(&st)
+	n.addOpen(h)
 	fh, fuseFlags := n.newHandle(h, flags)
 	return fh, fuseFlags, 0
 }
@@ -87,7 +88,9 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	}
 	ch := n.inode(ctx, name, &st)
 	n.entryOut(ch, &st, out)
-	fh, fuseFlags := ch.Operations().(*node).newHandle(h, flags)
+	cn := ch.Operations().(*node)
+	cn.addOpen(h)
+	fh, fuseFlags := cn.newHandle(h, flags)
 	return ch, fh, fuseFlags, 0
 }
 
@@ -152,6 +155,7 @@ func (n *node) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
 
 func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	if h := handleOf(f); h != nil {
+		n.removeOpen(h)
 		return toErrno(h.Release())
 	}
 	return 0

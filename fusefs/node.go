@@ -50,6 +50,52 @@ type node struct {
 	// privs is set while the last attributes seen had S_ISUID or S_ISGID:
 	// only then does a write look at the mode to clear them.
 	privs atomic.Bool
+	// last is the last stat seen; fstat of a directory removed while open
+	// answers from it (the file layer has no directory handles).
+	last atomic.Pointer[unix.Stat_t]
+
+	openMu sync.Mutex
+	// open holds the file layer's handles of n's open files: fchmod,
+	// fchown and fgetattr of a file unlinked while open arrive without a
+	// handle (the kernel names one only for ftruncate) and need one.
+	open map[*files.Handle]struct{}
+}
+
+func (n *node) addOpen(h *files.Handle) {
+	n.openMu.Lock()
+	if n.open == nil {
+		n.open = make(map[*files.Handle]struct{})
+	}
+	n.open[h] = struct{}{}
+	n.openMu.Unlock()
+}
+
+func (n *node) removeOpen(h *files.Handle) {
+	n.openMu.Lock()
+	delete(n.open, h)
+	n.openMu.Unlock()
+}
+
+// anyOpen returns one open handle of n, or nil.
+func (n *node) anyOpen() *files.Handle {
+	n.openMu.Lock()
+	defer n.openMu.Unlock()
+	for h := range n.open {
+		return h
+	}
+	return nil
+}
+
+// handleFor is the handle to address n through: the one the kernel named,
+// or, once n has no name left, any open handle of it.
+func (n *node) handleFor(f fs.FileHandle) *files.Handle {
+	if h := handleOf(f); h != nil {
+		return h
+	}
+	if n.orphaned() && !n.IsRoot() {
+		return n.anyOpen()
+	}
+	return nil
 }
 
 var (
@@ -184,6 +230,8 @@ func (n *node) OnForget() {
 // observe records what a write needs to know of st.
 func (n *node) observe(st *unix.Stat_t) {
 	n.privs.Store(st.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0)
+	c := *st
+	n.last.Store(&c)
 }
 
 func (n *node) attrOut(st *unix.Stat_t, out *fuse.AttrOut) {
@@ -205,14 +253,27 @@ func (n *node) entryOut(ch *fs.Inode, st *unix.Stat_t, out *fuse.EntryOut) {
 // stat is fstat through f when the kernel names a handle (it works after
 // unlink), lstat of the path otherwise.
 func (n *node) stat(f fs.FileHandle) (unix.Stat_t, error) {
-	if h := handleOf(f); h != nil {
+	if h := n.handleFor(f); h != nil {
 		return h.Getattr()
 	}
 	p, ok := n.path()
 	if !ok {
-		return unix.Stat_t{}, syscall.ENOENT
+		return n.removedStat()
 	}
 	return n.m.fs.Lstat(p)
+}
+
+// removedStat is fstat of a directory (or other handle-less node) that was
+// removed while open: its last attributes with no links left, as Linux
+// reports it.
+func (n *node) removedStat() (unix.Stat_t, error) {
+	last := n.last.Load()
+	if last == nil || n.IsRoot() {
+		return unix.Stat_t{}, syscall.ENOENT
+	}
+	st := *last
+	st.Nlink = 0
+	return st, nil
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -240,7 +301,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			a.Mode = &m
 		}
 	}
-	h := handleOf(f)
+	h := n.handleFor(f)
 	p, ok := n.path()
 	if !ok && h == nil {
 		return syscall.ENOENT

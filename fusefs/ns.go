@@ -174,4 +174,3 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	}
 	return toErrno(n.m.fs.Removexattr(p, attr))
 }
-
