@@ -358,3 +358,17 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestREADMEShowsDefault keeps the README's documented config example
+// identical to the embedded default.
+func TestREADMEShowsDefault(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Skip("no README.md next to the module")
+	}
+	y := string(DefaultYAML())
+	body := y[strings.Index(y, "# Where the file system"):]
+	if !strings.Contains(string(readme), body) {
+		t.Error("README.md's configuration example differs from runtime/default.yaml: copy it over")
+	}
+}
