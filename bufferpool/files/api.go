@@ -49,6 +49,9 @@ type Options struct {
 	// NoSpaceWait bounds how long a write waits for drain when the pool is
 	// full before failing with ErrNoSpace. 0 = 30s.
 	NoSpaceWait time.Duration
+	// MaxIdleFiles bounds the clean files kept cached (with their fds)
+	// while no handle holds them; 0 = DefaultMaxIdleFiles.
+	MaxIdleFiles int
 }
 
 // Cred is the caller's identity; new files and directories get its owner.

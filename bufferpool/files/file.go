@@ -1,6 +1,7 @@
 package files
 
 import (
+	"container/list"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +33,8 @@ type file struct {
 	size        atomic.Int64 // logical size of the file
 	backingSize atomic.Int64 // size of the backing file: pages past it stage in as zeros
 
+	idleElem *list.Element // in FS.idle while nobody holds it; guarded by FS.mu
+
 	// stateMu is a leaf lock for the bookkeeping below.
 	stateMu    sync.Mutex
 	refs       int // handles and transient users
@@ -45,34 +48,36 @@ type file struct {
 }
 
 // attach returns the file object of the regular file open at fd (taking
-// ownership of fd), with one reference for the caller.
-func (fs *FS) attach(fd int, writable bool) (*file, error) {
+// ownership of fd), with one reference for the caller. stale reports that
+// the backing file changed behind the pool's back and cached pages were
+// dropped: a door must drop its own caches of the file too.
+func (fs *FS) attach(fd int, writable bool) (f *file, stale bool, err error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return nil, err
+		return nil, false, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			return nil, unix.EISDIR
+			return nil, false, unix.EISDIR
 		}
-		return nil, unix.EINVAL
+		return nil, false, unix.EINVAL
 	}
 	k := keyOf(&st)
 	fs.mu.Lock()
 	if fs.closed.Load() {
 		fs.mu.Unlock()
 		unix.Close(fd)
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
-	f := fs.files[k]
+	f = fs.files[k]
 	if f == nil {
 		b, err := fs.pool.Bucket(fmt.Sprintf("file:%d", fs.nextID.Add(1)), bufferpool.BucketOptions{PageSize: fs.ps})
 		if err != nil {
 			fs.mu.Unlock()
 			unix.Close(fd)
-			return nil, err
+			return nil, false, err
 		}
 		f = &file{fs: fs, key: k, bucket: b, backing: os.NewFile(uintptr(fd), "backing"), refs: 1, writable: writable}
 		f.size.Store(st.Size)
@@ -83,8 +88,9 @@ func (fs *FS) attach(fd int, writable bool) (*file, error) {
 		f.seenSize, f.seenMtime = st.Size, st.Mtim
 		fs.files[k] = f
 		fs.mu.Unlock()
-		return f, nil
+		return f, false, nil
 	}
+	fs.idle.remove(f)
 	f.stateMu.Lock()
 	f.refs++
 	first := f.refs == 1
@@ -104,16 +110,16 @@ func (fs *FS) attach(fd int, writable bool) (*file, error) {
 		unix.Close(fd)
 	}
 	if first {
-		f.revalidate()
+		stale = f.revalidate()
 	}
-	return f, nil
+	return f, stale, nil
 }
 
 // revalidate drops cached pages when the backing file changed behind our
 // back (another node wrote it): close-to-open consistency.
-func (f *file) revalidate() {
+func (f *file) revalidate() (dropped bool) {
 	if f.fs.scratch {
-		return
+		return false
 	}
 	f.backingMu.Lock()
 	defer f.backingMu.Unlock()
@@ -122,7 +128,7 @@ func (f *file) revalidate() {
 	// Stat under backingMu: a write-back that just finished changed it.
 	var now unix.Stat_t
 	if unix.Fstat(int(f.backing.Fd()), &now) != nil {
-		return
+		return false
 	}
 	st := &now
 	f.stateMu.Lock()
@@ -130,26 +136,32 @@ func (f *file) revalidate() {
 	dirty := f.mtimeDirty
 	f.stateMu.Unlock()
 	if same || dirty || len(f.bucket.DirtyPages()) > 0 {
-		return
+		return false
 	}
 	if err := f.bucket.Truncate(0); err != nil {
-		return
+		return false
 	}
 	f.size.Store(st.Size)
 	f.backingSize.Store(st.Size)
 	f.stateMu.Lock()
 	f.seenSize, f.seenMtime = st.Size, st.Mtim
 	f.stateMu.Unlock()
+	return true
 }
 
 // release drops one reference; an unlinked file goes with its last one.
 func (f *file) release() {
 	f.stateMu.Lock()
 	f.refs--
-	gone := f.refs == 0 && f.unlinked
+	idle := f.refs == 0
+	gone := idle && f.unlinked
 	f.stateMu.Unlock()
 	if gone {
 		f.drop()
+		return
+	}
+	if idle {
+		f.fs.idleFile(f)
 	}
 }
 

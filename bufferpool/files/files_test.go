@@ -385,3 +385,53 @@ func FuzzParseDirents(f *testing.F) {
 		}
 	})
 }
+
+// TestIdleFilesBounded: clean files nobody holds are retired past the
+// bound (fds and pages released) and read back from the backing store.
+func TestIdleFilesBounded(t *testing.T) {
+	fs := newTestFS(t, Writeback, 64*testPage, 64*testPage, func(o *Options) { o.MaxIdleFiles = 3 })
+	want := map[string][]byte{}
+	for i := range 10 {
+		name := "small" + string(rune('0'+i))
+		data := bytes.Repeat([]byte{byte('a' + i)}, 1000+i)
+		want[name] = data
+		h := mustOpen(t, fs, name, os.O_RDWR|os.O_CREATE)
+		h.WriteAt(data, 0)
+		if err := h.Fsync(false); err != nil {
+			t.Fatal(err)
+		}
+		h.Release()
+	}
+	if n := len(fs.pool.Buckets()); n > 3 {
+		t.Fatalf("%d buckets cached, bound is 3", n)
+	}
+	for name, data := range want {
+		h := mustOpen(t, fs, name, os.O_RDONLY)
+		if got := readAll(t, h); !bytes.Equal(got, data) {
+			t.Fatalf("%s reads %q", name, got)
+		}
+		h.Release()
+	}
+}
+
+// TestCacheValid: an open after another node rewrote the backing file
+// tells the door to drop its cache.
+func TestCacheValid(t *testing.T) {
+	fs := newTestFS(t, Writeback, 16*testPage, 16*testPage, nil)
+	os.WriteFile(filepath.Join(fs.backing, "c"), []byte("one"), 0o644)
+	h := mustOpen(t, fs, "c", os.O_RDONLY)
+	readAll(t, h)
+	h.Release()
+	h = mustOpen(t, fs, "c", os.O_RDONLY)
+	if !h.CacheValid() {
+		t.Fatal("unchanged file reported stale")
+	}
+	h.Release()
+	time.Sleep(10 * time.Millisecond)
+	os.WriteFile(filepath.Join(fs.backing, "c"), []byte("two!"), 0o644)
+	h = mustOpen(t, fs, "c", os.O_RDONLY)
+	defer h.Release()
+	if h.CacheValid() {
+		t.Fatal("externally changed file reported valid")
+	}
+}

@@ -43,8 +43,10 @@ type FS struct {
 	spaceMu sync.Mutex
 	space   *sync.Cond
 
-	mu    sync.Mutex
-	files map[fileKey]*file // live files by backing inode
+	mu      sync.Mutex
+	files   map[fileKey]*file // live files by backing inode
+	idle    idleList          // files nobody holds, coldest first
+	maxIdle int
 
 	stats counters
 }
@@ -101,6 +103,10 @@ func New(pool *bufferpool.Pool, opts Options) (*FS, error) {
 		scratch:  opts.Mode == Scratch,
 		files:    make(map[fileKey]*file),
 		limiter:  newRateLimiter(opts.BackingBandwidth),
+		maxIdle:  opts.MaxIdleFiles,
+	}
+	if fs.maxIdle <= 0 {
+		fs.maxIdle = DefaultMaxIdleFiles
 	}
 	fs.space = sync.NewCond(&fs.spaceMu)
 	fs.pages.New = func() any { b := make([]byte, fs.ps); return &b }
@@ -284,5 +290,6 @@ func (fs *FS) forget(f *file) {
 	if fs.files[f.key] == f {
 		delete(fs.files, f.key)
 	}
+	fs.idle.remove(f)
 	fs.mu.Unlock()
 }

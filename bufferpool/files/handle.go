@@ -22,11 +22,11 @@ func (fs *FS) Open(p string, flags int, mode uint32, c Cred) (*Handle, unix.Stat
 	if err != nil {
 		return nil, unix.Stat_t{}, pathErr("open", p, err)
 	}
-	f, err := fs.attach(fd, writable)
+	f, stale, err := fs.attach(fd, writable)
 	if err != nil {
 		return nil, unix.Stat_t{}, pathErr("open", p, err)
 	}
-	h := &Handle{f: f, flags: flags}
+	h := &Handle{f: f, flags: flags, stale: stale}
 	fs.stats.openFiles.Add(1)
 	if flags&unix.O_TRUNC != 0 && flags&unix.O_ACCMODE != unix.O_RDONLY && !created && f.size.Load() != 0 {
 		if err := f.truncate(0); err != nil {
@@ -88,11 +88,19 @@ func (fs *FS) ownFd(fd int, mode uint32, c Cred) error {
 type Handle struct {
 	f        *file
 	flags    int
+	stale    bool
 	released atomic.Bool
 }
 
 // Flags returns the open flags.
 func (h *Handle) Flags() int { return h.flags }
+
+// CacheValid reports whether what a door cached of this file's data
+// before this open is still right: false when the open found that the
+// backing file was changed by someone else (another node) and dropped the
+// pool's pages. Every write that reaches this layer goes through a door,
+// so the doors' caches are otherwise coherent.
+func (h *Handle) CacheValid() bool { return !h.stale }
 
 // ReadAt reads at off; short at EOF; 0,nil at or past EOF.
 func (h *Handle) ReadAt(buf []byte, off int64) (int, error) {

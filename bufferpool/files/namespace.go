@@ -337,7 +337,8 @@ func (fs *FS) fileAt(r string) (*file, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fs.attach(fd, true)
+	f, _, err := fs.attach(fd, true)
+	return f, err
 }
 
 // Xattrs: only the user.* namespace is served.

@@ -1,0 +1,71 @@
+package files
+
+import "container/list"
+
+// DefaultMaxIdleFiles bounds the files kept cached while nobody has them
+// open: each holds a backing fd and, while resident, a segment fd.
+const DefaultMaxIdleFiles = 4096
+
+// idleList is the LRU of files nobody holds. Guarded by FS.mu.
+type idleList struct{ l list.List }
+
+func (il *idleList) remove(f *file) {
+	if f.idleElem != nil {
+		il.l.Remove(f.idleElem)
+		f.idleElem = nil
+	}
+}
+
+// idleFile puts f, whose last reference just went, on the idle LRU and
+// retires the coldest idle files past the bound.
+func (fs *FS) idleFile(f *file) {
+	fs.mu.Lock()
+	if fs.files[f.key] == f && f.idleElem == nil {
+		f.idleElem = fs.idle.l.PushBack(f)
+	}
+	var victims []*file
+	for e := fs.idle.l.Front(); e != nil && fs.idle.l.Len()-len(victims) > fs.maxIdle; e = e.Next() {
+		victims = append(victims, e.Value.(*file))
+	}
+	fs.mu.Unlock()
+	for _, v := range victims {
+		v.retire()
+	}
+}
+
+// retire drops an idle file's cache if it is clean and still idle; a
+// dirty one stays until the write-back cleaned it.
+func (f *file) retire() {
+	f.backingMu.Lock()
+	defer f.backingMu.Unlock()
+	if f.dirtyLocked() {
+		return
+	}
+	fs := f.fs
+	fs.mu.Lock()
+	f.stateMu.Lock()
+	ok := f.refs == 0 && !f.dropped && fs.files[f.key] == f
+	if ok {
+		delete(fs.files, f.key)
+		fs.idle.remove(f)
+		f.dropped = true
+	}
+	f.stateMu.Unlock()
+	fs.mu.Unlock()
+	if ok {
+		fs.pool.DeleteBucket(f.bucket.Name())
+		f.backing.Close()
+	}
+}
+
+// dirtyLocked reports whether f has data or metadata not yet written back.
+// Called with backingMu held.
+func (f *file) dirtyLocked() bool {
+	if f.fs.scratch {
+		return true
+	}
+	f.stateMu.Lock()
+	md := f.mtimeDirty
+	f.stateMu.Unlock()
+	return md || len(f.bucket.DirtyPages()) > 0
+}
