@@ -35,3 +35,8 @@ func PidAlive(pid int) bool {
 	}
 	return true
 }
+
+// SchedYield gives the CPU to another runnable thread on this core, if any
+// (sched_yield). Spin loops call it so that a peer process queued behind the
+// spinner on a machine with few cores gets to run.
+func SchedYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }

@@ -132,6 +132,7 @@ func runRole(s *Segment, role string, args []uint64) error {
 	case "producer": // ring, id, n
 		return produce(s, ptr(0), uint32(args[1]), int(args[2]))
 	case "echo": // request ring, response ring, spin ns
+		fmt.Println("ready")
 		return echo(s, ptr(0), ptr(1), time.Duration(args[2]))
 	case "hold-alloc-lock": // hold ms
 		if err := s.lockAlloc(); err != nil {

@@ -60,10 +60,12 @@ const (
 	// A slot is an 8-byte sequence number followed by the entry.
 	slotSeq = 0
 
-	// DefaultRingSpin is the spin before sleeping: long enough to catch a
-	// peer that answers at once, short enough that two cores are not
-	// monopolised.
-	DefaultRingSpin = 20 * time.Microsecond
+	// DefaultRingSpin is the spin before sleeping. It must outlast one
+	// cross-core futex wake-up of the peer (~17 us one way on these VMs):
+	// shorter, and once one side sleeps the other gives up before the
+	// answer comes, so both keep sleeping and every round trip pays two
+	// wake-ups. Bounded, so two cores are never monopolised for long.
+	DefaultRingSpin = 50 * time.Microsecond
 
 	ringSlice = 50 * time.Millisecond
 )
@@ -271,7 +273,11 @@ func (r *Ring[T]) spin(deadline time.Time, try func() bool) bool {
 			if time.Now().After(end) {
 				return false
 			}
-			runtime.Gosched()
+			if i&127 == 0 {
+				sys.SchedYield() // a peer process queued on this core
+			} else {
+				runtime.Gosched() // a peer goroutine waiting for a P
+			}
 		}
 	}
 }

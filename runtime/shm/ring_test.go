@@ -206,7 +206,6 @@ func echo(s *Segment, reqP, respP Pointer, spin time.Duration) error {
 		return err
 	}
 	req.Spin, resp.Spin = spin, spin
-	fmt.Println("ready")
 	for {
 		v, err := req.Dequeue(30 * time.Second)
 		if err != nil {
