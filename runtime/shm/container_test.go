@@ -483,3 +483,91 @@ func TestContainersConcurrentGoroutines(t *testing.T) {
 	}
 	verifyShared(t, s, r, workers, n)
 }
+
+// TestCorruptContainers plants damage in container headers and nodes; every
+// operation must answer ErrCorrupt (or ErrInvalidPointer), never crash.
+func TestCorruptContainers(t *testing.T) {
+	cases := []struct {
+		name string
+		run  func(t *testing.T, s *Segment) error
+	}{
+		{"vector len beyond cap", func(t *testing.T, s *Segment) error {
+			v, _ := NewVector[rec](s, 4)
+			store64(s.mem, v.off+vLen, 5)
+			_, err := v.Get(4)
+			return err
+		}},
+		{"vector data offset garbage", func(t *testing.T, s *Segment) error {
+			v, _ := NewVector[rec](s, 4)
+			store64(s.mem, v.off+vData, v.off+8)
+			_, err := v.Push(rec{})
+			return err
+		}},
+		{"vector cap beyond block", func(t *testing.T, s *Segment) error {
+			v, _ := NewVector[rec](s, 4)
+			store64(s.mem, v.off+vCap, 1<<30)
+			_, err := v.Values()
+			return err
+		}},
+		{"list cycle", func(t *testing.T, s *Segment) error {
+			l, _ := NewList[rec](s)
+			l.PushBack(rec{Seq: 1})
+			l.PushBack(rec{Seq: 2})
+			head := l.u64(lHead)
+			tail := l.u64(lTail)
+			store64(s.mem, tail+nNext, head) // tail points back to head
+			_, err := l.Values()
+			return err
+		}},
+		{"list length lies", func(t *testing.T, s *Segment) error {
+			l, _ := NewList[rec](s)
+			l.PushBack(rec{Seq: 1})
+			l.set64(lLen, 1000)
+			_, err := l.Values()
+			return err
+		}},
+		{"list node freed under it", func(t *testing.T, s *Segment) error {
+			l, _ := NewList[rec](s)
+			l.PushBack(rec{Seq: 1})
+			s.Free(Pointer{s.ID(), l.u64(lHead)})
+			_, err := l.PopFront()
+			return err
+		}},
+		{"map cap not a power of two", func(t *testing.T, s *Segment) error {
+			m, _ := NewMap[uint64, rec](s)
+			m.Put(1, rec{})
+			m.set64(mCap, 12)
+			_, _, err := m.Get(1)
+			return err
+		}},
+		{"map table full of garbage", func(t *testing.T, s *Segment) error {
+			m, _ := NewMap[uint64, rec](s)
+			m.Put(1, rec{})
+			tab, _ := s.Bytes(Pointer{s.ID(), m.u64(mTable)})
+			for i := range tab {
+				tab[i] = 0xFF
+			}
+			return m.Put(2, rec{})
+		}},
+		{"string length beyond buffer", func(t *testing.T, s *Segment) error {
+			x, _ := NewString(s, "abc")
+			x.set64(sLen, 1<<20)
+			_, err := x.Load()
+			return err
+		}},
+		{"wrong magic", func(t *testing.T, s *Segment) error {
+			v, _ := NewVector[rec](s, 0)
+			_, err := OpenMap[uint64, rec](s, v.Pointer())
+			return err
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newMemfdSegment(t, 1<<16)
+			err := c.run(t, s)
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrInvalidPointer) {
+				t.Errorf("got %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}

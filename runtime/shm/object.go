@@ -74,8 +74,8 @@ func (o object) u64(f uint64) uint64      { return load64(o.s.mem, o.off+f) }
 func (o object) set32(f uint64, v uint32) { store32(o.s.mem, o.off+f, v) }
 func (o object) set64(f uint64, v uint64) { store64(o.s.mem, o.off+f, v) }
 
-// destroyLocked clears the magic; the caller unlocks and then frees the
-// header block.
+// destroy, called with the lock held, clears the magic, unlocks, and frees
+// the header block.
 func (o object) destroy() error {
 	o.set32(oMagic, 0)
 	o.unlock()
