@@ -125,3 +125,50 @@ func TestMmapFileSurvives(t *testing.T) {
 	}
 	mustCheck(t, s2)
 }
+
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// TestBackendsNoLeak: Close and Destroy release every fd and mapping, and
+// Destroy removes the names.
+func TestBackendsNoLeak(t *testing.T) {
+	before := openFDs(t)
+	dir := t.TempDir()
+	for i := range 10 {
+		p, err := CreatePosix(uniqueName(t), 1<<16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := CreateMemfd("leak", 1<<16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := CreateMmapFile(filepath.Join(dir, strconv.Itoa(i)), 1<<16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range []Backend{p, m, f} {
+			if err := b.Destroy(); err != nil {
+				t.Fatal(err)
+			}
+			if b.Bytes() != nil {
+				t.Errorf("%s: mapping still set after Destroy", b.Kind())
+			}
+		}
+	}
+	if after := openFDs(t); after != before {
+		t.Errorf("fds: %d before, %d after", before, after)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("%d files left after Destroy", len(ents))
+	}
+	left, _ := filepath.Glob(filepath.Join(shmDir, "iowarp-shm-test-"+strconv.Itoa(os.Getpid())+"-*"))
+	if len(left) != 0 {
+		t.Errorf("shm names left: %v", left)
+	}
+}
