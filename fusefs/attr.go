@@ -46,19 +46,24 @@ func privileged(ctx context.Context) bool {
 	return caller(ctx).Uid == 0
 }
 
-// killSuidgid returns the mode with the set-user-ID bit, and the
-// set-group-ID bit if group execute is set, cleared — what Linux does to a
-// regular file on write, truncate and chown (should_remove_suid). ok is
-// false when nothing needs clearing.
-func killSuidgid(mode uint32) (newMode uint32, ok bool) {
+// killSuidgid returns the permission bits of a regular file with the
+// set-user-ID bit cleared, and the set-group-ID bit when group execute is
+// set or the caller is neither privileged nor in the file's group — the
+// VFS rules (setattr_should_drop_suidgid) applied on write, truncate and
+// chown. The group test knows only the caller's primary gid, so a member
+// through a supplementary group loses the bit where Linux would keep it.
+// kill is false when nothing needs clearing.
+func killSuidgid(st *unix.Stat_t, c files.Cred, privileged bool) (perm uint32, kill bool) {
+	mode := st.Mode
 	if mode&syscall.S_IFMT != syscall.S_IFREG {
-		return mode, false
+		return 0, false
 	}
-	newMode = mode &^ syscall.S_ISUID
-	if mode&(syscall.S_ISGID|syscall.S_IXGRP) == syscall.S_ISGID|syscall.S_IXGRP {
-		newMode &^= syscall.S_ISGID
+	perm = mode & 07777 &^ syscall.S_ISUID
+	if mode&syscall.S_ISGID != 0 &&
+		(mode&syscall.S_IXGRP != 0 || (!privileged && c.Gid != st.Gid)) {
+		perm &^= syscall.S_ISGID
 	}
-	return newMode & 07777, newMode != mode
+	return perm, perm != mode&07777
 }
 
 // timeSpec converts one time of a FUSE setattr into a utimens argument.

@@ -116,7 +116,7 @@ func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int6
 		return uint32(nw), toErrno(err)
 	}
 	if n.privs.Load() && !privileged(ctx) {
-		if errno := n.killPrivs(h); errno != 0 {
+		if errno := n.killPrivs(ctx, h); errno != 0 {
 			return uint32(nw), errno
 		}
 	}
@@ -125,12 +125,12 @@ func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int6
 
 // killPrivs clears suid/sgid after a write by an unprivileged caller
 // (CAP_HANDLE_KILLPRIV_V2 makes that our job).
-func (n *node) killPrivs(h *files.Handle) syscall.Errno {
+func (n *node) killPrivs(ctx context.Context, h *files.Handle) syscall.Errno {
 	st, err := h.Getattr()
 	if err != nil {
 		return toErrno(err)
 	}
-	m, kill := killSuidgid(st.Mode)
+	m, kill := killSuidgid(&st, caller(ctx), false)
 	if !kill {
 		n.observe(&st)
 		return 0

@@ -41,6 +41,11 @@ type testMount struct {
 // lazily detached as a last resort, so a failing test never leaks it.
 func newTestMount(t *testing.T, mode files.Mode) *testMount {
 	t.Helper()
+	return newTestMountOpts(t, mode, Options{})
+}
+
+func newTestMountOpts(t *testing.T, mode files.Mode, mopts Options) *testMount {
+	t.Helper()
 	base := t.TempDir()
 	tm := &testMount{dir: filepath.Join(base, "mnt")}
 	for _, d := range []string{"mnt", "backing", "tier", "scratch"} {
@@ -72,7 +77,7 @@ func newTestMount(t *testing.T, mode files.Mode) *testMount {
 			t.Errorf("files.Close: %v", err)
 		}
 	})
-	srv, err := Mount(tm.dir, fsys, Options{})
+	srv, err := Mount(tm.dir, fsys, mopts)
 	if err != nil {
 		syscall.Unmount(tm.dir, syscall.MNT_DETACH)
 		t.Fatalf("Mount: %v", err)

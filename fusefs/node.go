@@ -297,7 +297,10 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if err != nil {
 			return toErrno(err)
 		}
-		if m, kill := killSuidgid(st.Mode); kill {
+		// FATTR_KILL_SUIDGID means the kernel found the caller
+		// unprivileged; a chown by root still clears the bits.
+		unprivileged := in.Valid&fuse.FATTR_KILL_SUIDGID != 0
+		if m, kill := killSuidgid(&st, caller(ctx), !unprivileged); kill {
 			a.Mode = &m
 		}
 	}
