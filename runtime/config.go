@@ -43,7 +43,8 @@ type Config struct {
 	LogLevel         string // a logrus level
 	AllowOther       bool
 	Passthrough      bool
-	ControlDir       string // "" = control.DefaultDir()
+	ControlDir       string   // "" = control.DefaultDir()
+	Modules          []string // module plugins (.so) loaded at start (config_modules.go)
 
 	// lines maps a key path ("tiers[1].capacity") to its line in File, so
 	// that Validate can point at the offending line.

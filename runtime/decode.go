@@ -51,6 +51,7 @@ func (d *decoder) top(n *yaml.Node) error {
 		"allow_other": d.boolean(&c.AllowOther),
 		"passthrough": d.boolean(&c.Passthrough),
 		"control_dir": d.str(&c.ControlDir),
+		"modules":     d.modules,
 	})
 }
 

@@ -1,0 +1,5 @@
+package runtime
+
+import goruntime "runtime"
+
+func gomaxprocs() int { return goruntime.GOMAXPROCS(0) }
