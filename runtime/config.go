@@ -2,7 +2,6 @@ package runtime
 
 import (
 	_ "embed"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -166,6 +165,7 @@ func yamlError(name string, err error) error {
 func (c *Config) clone() *Config {
 	n := *c
 	n.Tiers = append([]Tier(nil), c.Tiers...)
+	n.Modules = append([]string(nil), c.Modules...)
 	n.lines = map[string]int{}
 	for k, v := range c.lines {
 		n.lines[k] = v
@@ -231,6 +231,11 @@ func (c *Config) Validate() error {
 	}
 	if c.ControlDir != "" && !filepath.IsAbs(c.ControlDir) {
 		return c.errorf("control_dir", "%q is not an absolute path", c.ControlDir)
+	}
+	for i, m := range c.Modules {
+		if !filepath.IsAbs(m) {
+			return c.errorf(fmt.Sprintf("modules[%d]", i), "%q is not an absolute path", m)
+		}
 	}
 	return c.validateTiers()
 }
@@ -334,15 +339,12 @@ func (c *Config) Capacity() int64 {
 	return n
 }
 
-// ErrNotFound is returned by TierByKind when no tier has the kind.
-var ErrNotFound = errors.New("no such tier")
-
 // TierByKind returns the index of the first tier of kind.
-func (c *Config) TierByKind(kind string) (int, error) {
+func (c *Config) TierByKind(kind string) (int, bool) {
 	for i, t := range c.Tiers {
 		if t.Kind == kind {
-			return i, nil
+			return i, true
 		}
 	}
-	return -1, fmt.Errorf("%s tier: %w", kind, ErrNotFound)
+	return -1, false
 }

@@ -72,6 +72,8 @@ log_level: debug
 allow_other: true
 passthrough: false
 control_dir: /run/user/1000/iowarp
+modules:
+  - /opt/iowarp/modules/compress.so
 `
 	c, err := Parse("full.yaml", []byte(full))
 	if err != nil {
@@ -101,6 +103,8 @@ control_dir: /run/user/1000/iowarp
 		{"allow_other", c.AllowOther, true},
 		{"passthrough", c.Passthrough, false},
 		{"control_dir", c.ControlDir, "/run/user/1000/iowarp"},
+		{"modules", len(c.Modules), 1},
+		{"module", c.Modules[0], "/opt/iowarp/modules/compress.so"},
 	}
 	for _, ck := range checks {
 		if ck.got != ck.want {
@@ -168,7 +172,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad size", "tiers:\n  - name: ram\n    kind: ram\n    capacity: 64MiB\n  - name: nvme\n    kind: file\n    dir: /nvme\n    capacity: 12XB\n",
 			`c.yaml:8: tiers[1].capacity: "12XB" is not a size`},
 		{"unknown key", "mount: /x\nbakcing: /y\n",
-			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, flush_on_close, flushers, log_level, mode, mount, no_space_wait, organizer, page_size, passthrough, placement, scratch_dir, tiers)`},
+			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, flush_on_close, flushers, log_level, mode, modules, mount, no_space_wait, organizer, page_size, passthrough, placement, scratch_dir, tiers)`},
 		{"unknown tier key", "tiers:\n  - name: r\n    kind: ram\n    size: 1G\n",
 			`c.yaml:4: tiers[0].size: unknown key (known: capacity, dir, high_watermark, kind, low_watermark, name)`},
 		{"unknown organizer key", "organizer:\n  every: 1s\n",
@@ -239,6 +243,10 @@ func TestParseErrors(t *testing.T) {
 			`c.yaml:1: backing: a backing directory is needed unless mode is scratch`},
 		{"backing inside mount", "mount: /iowarp\nbacking: /iowarp/data\n",
 			`c.yaml:2: backing: /iowarp/data and the mount point /iowarp must not contain each other`},
+		{"modules not a list", "modules: a.so\n",
+			`c.yaml:1: modules: expected a list, got "a.so"`},
+		{"relative module", "modules:\n  - /ok.so\n  - rel.so\n",
+			`c.yaml:3: modules[1]: "rel.so" is not an absolute path`},
 		{"yaml syntax", "mount: /x\n  backing: /y\n",
 			`c.yaml:2: bad YAML: mapping values are not allowed in this context`},
 		{"yaml tab", "mount: /x\n\tbacking: /y\n",
@@ -295,7 +303,7 @@ func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
 	for _, k := range []string{"mount:", "backing:", "mode:", "page_size:", "flush_on_close:", "flushers:",
 		"backing_bandwidth:", "no_space_wait:", "scratch_dir:", "tiers:", "high_watermark:", "low_watermark:",
 		"placement:", "organizer:", "interval:", "promote_reads:", "log_level:", "allow_other:",
-		"passthrough:", "control_dir:"} {
+		"passthrough:", "control_dir:", "modules:"} {
 		if !strings.Contains(y, k) {
 			t.Errorf("default.yaml does not mention %s", k)
 		}

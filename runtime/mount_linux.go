@@ -91,7 +91,7 @@ func MountAt(dir string) (MountInfo, bool, error) {
 // Sentinel errors of the pre-mount checks, matched with errors.Is.
 var (
 	ErrNotDir      = errors.New("not a directory")
-	ErrBusy        = errors.New("already a mount point")
+	ErrMountBusy   = errors.New("already a mount point")
 	ErrStaleMount  = errors.New("stale FUSE mount (transport endpoint is not connected)")
 	ErrNotWritable = errors.New("not writable")
 )
@@ -124,7 +124,7 @@ func CheckMountPoint(dir string) (string, error) {
 	}
 	if busy {
 		return "", fmt.Errorf("mount point %s is busy: %w (%s from %s); unmount it first",
-			abs, ErrBusy, m.FSType, m.Source)
+			abs, ErrMountBusy, m.FSType, m.Source)
 	}
 	return abs, nil
 }

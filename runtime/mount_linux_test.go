@@ -46,7 +46,7 @@ func TestCheckMountPoint(t *testing.T) {
 	if _, err := CheckMountPoint(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("missing: %v", err)
 	}
-	if _, err := CheckMountPoint("/proc"); !errors.Is(err, ErrBusy) {
+	if _, err := CheckMountPoint("/proc"); !errors.Is(err, ErrMountBusy) {
 		t.Errorf("/proc: %v", err)
 	}
 }

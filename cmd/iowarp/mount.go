@@ -168,8 +168,8 @@ func overrideTier(cfg *runtime.Config, kind, dir, size, flag string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", flag, err)
 	}
-	i, err := cfg.TierByKind(kind)
-	if err != nil {
+	i, ok := cfg.TierByKind(kind)
+	if !ok {
 		t := runtime.Tier{Name: "ram", Kind: kind, HighWatermark: 0.9, LowWatermark: 0.7}
 		i = 0
 		if kind == bufferpool.KindFile {

@@ -132,7 +132,7 @@ func (d *daemon) open() error {
 // unmounted) or the mount went away from outside.
 func (d *daemon) wait() {
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	gone := make(chan struct{})
 	go func() { d.srv.Wait(); close(gone) }()
