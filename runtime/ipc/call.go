@@ -1,0 +1,289 @@
+package ipc
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/runtime/shm"
+)
+
+// reapSlice bounds one futex sleep of a waiting call, so that a dead
+// daemon is noticed even if its hang-up raced with the sleep.
+const reapSlice = 10 * time.Millisecond
+
+// Method names a module method by the ids the daemon assigned.
+type Method struct {
+	Module, Method uint32
+}
+
+// Call is one request in flight. Wait for it exactly once.
+type Call struct {
+	c    *Client
+	tag  uint64
+	out  Span
+	done chan struct{}
+	comp Completion
+	err  error
+}
+
+// Resolve looks up a method by module and method name (admin.modules,
+// fetched once per client).
+func (c *Client) Resolve(module, method string) (Method, error) {
+	mods, err := c.Modules()
+	if err != nil {
+		return Method{}, err
+	}
+	for i, m := range mods {
+		if m.Name != module {
+			continue
+		}
+		for j, name := range m.Methods {
+			if name == method {
+				return Method{uint32(i), uint32(j)}, nil
+			}
+		}
+		return Method{}, fmt.Errorf("method %s.%s: %w", module, method, runtime.ErrNoMethod)
+	}
+	return Method{}, fmt.Errorf("module %s: %w", module, runtime.ErrNoModule)
+}
+
+// Modules lists the daemon's modules (cached after the first call).
+func (c *Client) Modules() ([]runtime.ModuleInfo, error) {
+	c.modMu.Lock()
+	defer c.modMu.Unlock()
+	if c.mods != nil {
+		return c.mods, nil
+	}
+	out, err := c.Alloc(64 << 10)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Free()
+	res, err := c.Do(Method{runtime.AdminID, 2}, Span{}, Span{}, out.All())
+	if err != nil {
+		return nil, fmt.Errorf("list modules: %w", err)
+	}
+	mods, err := runtime.DecodeModules(out.Bytes()[:res.N])
+	if err != nil {
+		return nil, fmt.Errorf("list modules: %w", err)
+	}
+	c.mods = mods
+	return mods, nil
+}
+
+// Do calls m and waits for the result.
+func (c *Client) Do(m Method, args, in, out Span) (runtime.Result, error) {
+	call, err := c.Start(m, args, in, out)
+	if err != nil {
+		return runtime.Result{}, err
+	}
+	return call.Wait()
+}
+
+// Start submits a call of m; the spans must stay untouched until Wait
+// returns. It waits for a free slot when RingSize calls are outstanding.
+func (c *Client) Start(m Method, args, in, out Span) (*Call, error) {
+	var req Request
+	var err error
+	req.Module, req.Method = m.Module, m.Method
+	var argLen uint64
+	if req.ArgOff, argLen, err = args.offset(); err != nil {
+		return nil, err
+	}
+	if argLen > MaxArgs {
+		return nil, fmt.Errorf("%d bytes of arguments: %w", argLen, runtime.ErrInvalid)
+	}
+	req.ArgLen = uint32(argLen)
+	if req.InOff, req.InLen, err = in.offset(); err != nil {
+		return nil, err
+	}
+	if req.OutOff, req.OutLen, err = out.offset(); err != nil {
+		return nil, err
+	}
+	select {
+	case c.slots <- struct{}{}:
+	case <-c.dead:
+		return nil, c.Err()
+	}
+	call := &Call{c: c, out: out, done: make(chan struct{})}
+	c.mu.Lock()
+	c.nextTag++
+	call.tag = c.nextTag
+	c.pending[call.tag] = call
+	c.mu.Unlock()
+	req.Tag = call.tag
+	if err := c.enqueue(req); err != nil {
+		c.mu.Lock()
+		delete(c.pending, call.tag)
+		c.mu.Unlock()
+		<-c.slots
+		return nil, err
+	}
+	return call, nil
+}
+
+// StartRaw submits a request exactly as given (tests, fuzzing): no checks
+// on the client side.
+func (c *Client) StartRaw(req Request) (*Call, error) {
+	select {
+	case c.slots <- struct{}{}:
+	case <-c.dead:
+		return nil, c.Err()
+	}
+	call := &Call{c: c, done: make(chan struct{})}
+	c.mu.Lock()
+	c.nextTag++
+	call.tag = c.nextTag
+	c.pending[call.tag] = call
+	c.mu.Unlock()
+	req.Tag = call.tag
+	if err := c.enqueue(req); err != nil {
+		return nil, err
+	}
+	return call, nil
+}
+
+func (c *Client) enqueue(req Request) error {
+	c.mapMu.RLock()
+	defer c.mapMu.RUnlock()
+	if c.unmapped {
+		return ErrClosed
+	}
+	if err := c.Err(); err != nil {
+		return err
+	}
+	if err := c.rq.Enqueue(req, time.Second); err != nil {
+		return fmt.Errorf("request ring: %w", err)
+	}
+	return nil
+}
+
+// Wait blocks until the call completes and returns its result; a method's
+// error comes back as the runtime sentinel of its code, wrapped with the
+// daemon's message.
+func (call *Call) Wait() (runtime.Result, error) {
+	c := call.c
+	for {
+		select {
+		case <-call.done:
+			return call.result()
+		default:
+		}
+		if c.reap.TryLock() {
+			c.reapUntil(call)
+			c.reap.Unlock()
+			select { // let a waiting goroutine take over the ring
+			case c.leader <- struct{}{}:
+			default:
+			}
+			return call.result()
+		}
+		select {
+		case <-call.done:
+			return call.result()
+		case <-c.leader:
+		case <-c.dead:
+			// Whoever holds the ring fails every pending call, ours too.
+			if c.reap.TryLock() {
+				c.reapUntil(call)
+				c.reap.Unlock()
+			}
+			<-call.done
+			return call.result()
+		}
+	}
+}
+
+// Done is closed once the call completed.
+func (call *Call) Done() <-chan struct{} { return call.done }
+
+func (call *Call) result() (runtime.Result, error) {
+	if call.err != nil {
+		return runtime.Result{}, call.err
+	}
+	res := runtime.Result{N: int(call.comp.N), Value: call.comp.Value}
+	if call.comp.Code == 0 {
+		return res, nil
+	}
+	sentinel := runtime.CodeError(call.comp.Code)
+	msg := ""
+	if b := call.out.Bytes(); res.N > 0 && res.N <= len(b) {
+		msg = string(b[:res.N])
+	}
+	res.N = 0
+	if msg == "" {
+		return res, sentinel
+	}
+	return res, fmt.Errorf("%s: %w", msg, sentinel)
+}
+
+// reapUntil consumes completions, delivering each to its call, until
+// call is done or the connection is dead (then every pending call fails).
+// The caller holds c.reap.
+func (c *Client) reapUntil(call *Call) {
+	c.mapMu.RLock()
+	defer c.mapMu.RUnlock()
+	for {
+		select {
+		case <-call.done:
+			return
+		default:
+		}
+		if c.unmapped || c.Err() != nil {
+			c.drainLocked()
+			c.failAll()
+			return
+		}
+		comp, err := c.cq.Dequeue(reapSlice)
+		switch {
+		case err == nil:
+			c.deliver(comp)
+		case errors.Is(err, shm.ErrTimeout):
+		default:
+			c.fail(fmt.Errorf("completion ring: %w: %w", ErrDaemonGone, err))
+		}
+	}
+}
+
+// drainLocked delivers completions already posted before the daemon went.
+func (c *Client) drainLocked() {
+	if c.unmapped {
+		return
+	}
+	for {
+		comp, ok := c.cq.TryDequeue()
+		if !ok {
+			return
+		}
+		c.deliver(comp)
+	}
+}
+
+func (c *Client) deliver(comp Completion) {
+	c.mu.Lock()
+	call := c.pending[comp.Tag]
+	delete(c.pending, comp.Tag)
+	c.mu.Unlock()
+	if call == nil {
+		return // not ours: a daemon bug or a replay; ignore
+	}
+	call.comp = comp
+	close(call.done)
+	<-c.slots
+}
+
+// failAll fails every pending call with the connection's error.
+func (c *Client) failAll() {
+	err := c.Err()
+	c.mu.Lock()
+	calls := c.pending
+	c.pending = map[uint64]*Call{}
+	c.mu.Unlock()
+	for _, call := range calls {
+		call.err = err
+		close(call.done)
+		<-c.slots
+	}
+}
