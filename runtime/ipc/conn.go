@@ -244,12 +244,12 @@ func (c *conn) teardown() {
 	if st, err := c.seg.Stats(); err == nil {
 		r.Allocations, r.Allocated = st.Allocations, st.Allocated
 	}
-	c.s.remove(c)
 	c.unmap()
 	c.s.reclaimed.Add(1)
 	c.s.mu.Lock()
 	c.s.last = r
 	c.s.mu.Unlock()
+	c.s.remove(c) // last: Stats with no client show its reclaim
 	c.s.log.Debugf("client %d (pid %d) %s: segment of %d bytes reclaimed (%d blocks live), %d handles closed",
 		c.id, r.PID, r.Reason, r.SegmentBytes, r.Allocations, r.Handles)
 }

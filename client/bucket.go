@@ -1,0 +1,215 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/runtime/modules/cte"
+)
+
+// errRoom is output space given to calls that return no data, for the
+// daemon's error message.
+const errRoom = 256
+
+// getGuess is the output buffer a Get of unknown size starts with; a
+// larger blob costs a second round trip with the exact size.
+const getGuess = 256 << 10
+
+// BlobInfo describes a blob: size, tier, dirty, version, reads, tags.
+type BlobInfo = cte.Info
+
+// Bucket is an open bucket of the daemon's buffer pool (a handle in this
+// client's session). Safe for concurrent use.
+type Bucket struct {
+	c      *Client
+	name   string
+	handle uint64
+}
+
+// Bucket opens the bucket called name, creating it if absent.
+func (c *Client) Bucket(name string) (*Bucket, error) {
+	k, err := c.newCall(cte.Name, cte.MOpen, runtime.NewArgWriter(nil).String(name).Bytes(), nil, errRoom)
+	if err != nil {
+		return nil, err
+	}
+	b := &Bucket{c: c, name: name}
+	err = k.do(func(res runtime.Result, _ []byte) error { b.handle = res.Value; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %q: %w", name, err)
+	}
+	return b, nil
+}
+
+// Name is the bucket's name.
+func (b *Bucket) Name() string { return b.name }
+
+// Close releases the handle (the bucket and its blobs stay).
+func (b *Bucket) Close() error {
+	return b.simple(cte.MClose, runtime.NewArgWriter(nil).U64(b.handle).Bytes())
+}
+
+func (b *Bucket) args(blob string) *runtime.ArgWriter {
+	w := runtime.NewArgWriter(nil)
+	cte.WriteRef(w, b.handle, b.name)
+	return w.String(blob)
+}
+
+func (b *Bucket) simple(method string, args []byte) error {
+	k, err := b.c.newCall(cte.Name, method, args, nil, errRoom)
+	if err != nil {
+		return err
+	}
+	return k.do(nil)
+}
+
+// Put creates or replaces blob with data.
+func (b *Bucket) Put(blob string, data []byte) error {
+	t, err := b.PutAsync(blob, data)
+	if err != nil {
+		return err
+	}
+	return t.Wait()
+}
+
+// PartialPut writes data at off of blob, growing (or creating) it.
+func (b *Bucket) PartialPut(blob string, off int64, data []byte) error {
+	t, err := b.PartialPutAsync(blob, off, data)
+	if err != nil {
+		return err
+	}
+	return t.Wait()
+}
+
+// Get returns a copy of the blob.
+func (b *Bucket) Get(blob string) ([]byte, error) {
+	t, err := b.GetAsync(blob)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Wait(); err != nil {
+		return nil, err
+	}
+	return t.Data(), nil
+}
+
+// PartialGet reads into buf from off of blob and returns the bytes read
+// (fewer at the end of the blob).
+func (b *Bucket) PartialGet(blob string, off int64, buf []byte) (int, error) {
+	t, err := b.PartialGetAsync(blob, off, buf)
+	if err != nil {
+		return 0, err
+	}
+	err = t.Wait()
+	return t.N(), err
+}
+
+// Delete removes a blob (and its tags).
+func (b *Bucket) Delete(blob string) error { return b.simple(cte.MDelete, b.args(blob).Bytes()) }
+
+// SetTag sets a tag (key/value metadata) on a blob.
+func (b *Bucket) SetTag(blob, key, value string) error {
+	return b.simple(cte.MSetTag, b.args(blob).String(key).String(value).Bytes())
+}
+
+// DeleteTag removes a tag from a blob.
+func (b *Bucket) DeleteTag(blob, key string) error {
+	return b.simple(cte.MDeleteTag, b.args(blob).String(key).Bytes())
+}
+
+// Tags returns a blob's tags.
+func (b *Bucket) Tags(blob string) (map[string]string, error) {
+	i, err := b.Stat(blob)
+	return i.Tags, err
+}
+
+// Stat describes one blob, tags included.
+func (b *Bucket) Stat(blob string) (BlobInfo, error) {
+	var info BlobInfo
+	err := b.reply(cte.MStat, b.args(blob).Bytes(), 64<<10, func(r *runtime.ArgReader) {
+		info = cte.ReadInfo(r)
+	})
+	return info, err
+}
+
+// List describes every blob of the bucket.
+func (b *Bucket) List() ([]BlobInfo, error) {
+	w := runtime.NewArgWriter(nil)
+	cte.WriteRef(w, b.handle, b.name)
+	var out []BlobInfo
+	err := b.reply(cte.MList, w.Bytes(), 1<<20, func(r *runtime.ArgReader) {
+		n := r.U32()
+		for i := uint32(0); i < n && r.Err() == nil; i++ {
+			out = append(out, cte.ReadInfo(r))
+		}
+	})
+	return out, err
+}
+
+// reply runs a method whose answer is an encoded message, growing the
+// output buffer once if the daemon says it is too small.
+func (b *Bucket) reply(method string, args []byte, guess int, decode func(*runtime.ArgReader)) error {
+	for try := 0; ; try++ {
+		k, err := b.c.newCall(cte.Name, method, args, nil, guess)
+		if err != nil {
+			return err
+		}
+		res, err := b.c.c.Do(k.m, k.args, k.in, k.out)
+		if err == nil {
+			r := runtime.NewArgReader(k.out.Bytes()[:res.N])
+			decode(r)
+			err = r.Done()
+		}
+		k.buf.Free()
+		if errors.Is(err, ErrShortBuffer) && try == 0 && res.Value > 0 && res.Value < 1<<31 {
+			guess = int(res.Value)
+			continue
+		}
+		return err
+	}
+}
+
+type shortError struct {
+	need uint64
+	err  error
+}
+
+func (e *shortError) Error() string { return e.err.Error() }
+func (e *shortError) Unwrap() error { return e.err }
+
+// NeededSize returns the buffer size an ErrShortBuffer error asked for
+// (GetBuffer into a buffer too small), or 0.
+func NeededSize(err error) int {
+	var s *shortError
+	if errors.As(err, &s) {
+		return int(s.need)
+	}
+	return 0
+}
+
+// PutBuffer stores the first n bytes of buf (a buffer from Alloc) as blob
+// without copying them in this process.
+func (b *Bucket) PutBuffer(blob string, buf *Buffer, n int) error {
+	k, err := b.c.newCall(cte.Name, cte.MPut, b.args(blob).Bytes(), nil, errRoom)
+	if err != nil {
+		return err
+	}
+	k.in = buf.Slice(0, n)
+	return k.do(nil)
+}
+
+// GetBuffer reads blob into buf (a buffer from Alloc) and returns its
+// size; ErrShortBuffer if it does not fit.
+func (b *Bucket) GetBuffer(blob string, buf *Buffer) (int, error) {
+	k, err := b.c.newCall(cte.Name, cte.MGet, b.args(blob).Bytes(), nil, 0)
+	if err != nil {
+		return 0, err
+	}
+	k.out = buf.All()
+	res, err := b.c.c.Do(k.m, k.args, k.in, k.out)
+	k.buf.Free()
+	if errors.Is(err, ErrShortBuffer) {
+		return 0, &shortError{need: res.Value, err: err}
+	}
+	return res.N, err
+}

@@ -1,0 +1,277 @@
+// Package client is the Go client library of iowarp: it connects to the
+// per-node daemon over runtime/ipc (a Unix-socket handshake, then shared
+// memory rings) and exposes the Context Transfer Engine: buckets of named
+// blobs with Put, Get, PartialPut, PartialGet, Delete, List, Stat, tags,
+// and asynchronous variants that return a Task.
+//
+//	c, err := client.Connect(client.Options{})
+//	b, err := c.Bucket("results")
+//	err = b.Put("step-1", data)
+//	data, err = b.Get("step-1")
+//
+// Data crosses through the client's shared segment: Put copies the caller's
+// bytes into it once, and the daemon copies them into the pool's tier once.
+// Buffers from Alloc (PutBuffer, GetBuffer) skip the first copy.
+//
+// Errors wrap the sentinels below (errors.Is). If the daemon dies every
+// waiting call returns an error wrapping ErrDaemonGone.
+//
+// A Client and its Buckets are safe for concurrent use.
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/runtime/ipc"
+	"github.com/iowarp/iowarp/runtime/modules/cte"
+)
+
+// Sentinel errors (aliases of the runtime's, which the wire preserves).
+var (
+	ErrNotFound    = runtime.ErrNoEntry
+	ErrInvalid     = runtime.ErrInvalid
+	ErrNoSpace     = runtime.ErrNoSpace
+	ErrExist       = runtime.ErrExist
+	ErrNoModule    = runtime.ErrNoModule
+	ErrNoMethod    = runtime.ErrNoMethod
+	ErrDaemonGone  = ipc.ErrDaemonGone
+	ErrClosed      = ipc.ErrClosed
+	ErrShortBuffer = runtime.ErrShortBuffer
+)
+
+// Env names the environment variables Connect reads.
+const (
+	EnvSocket     = "IOWARP_IPC_SOCKET"  // the ipc socket path
+	EnvControlDir = "IOWARP_CONTROL_DIR" // directory of the daemon's sockets
+	EnvMount      = "IOWARP_MOUNT"       // the daemon's mount point
+)
+
+// DefaultMount is the mount point whose daemon Connect finds by default.
+const DefaultMount = "/iowarp"
+
+// Options say which daemon to connect to and how.
+type Options struct {
+	// Socket is the ipc socket; "" derives it from ControlDir and Mount
+	// (or $IOWARP_IPC_SOCKET).
+	Socket string
+	// ControlDir is the daemon's socket directory ("" = $IOWARP_CONTROL_DIR
+	// or the per-user default).
+	ControlDir string
+	// Mount is the mount point the daemon serves ("" = $IOWARP_MOUNT or
+	// /iowarp).
+	Mount string
+	// SegmentSize of the shared segment (default 64 MiB); bounds the
+	// largest single transfer to a bit under half of it.
+	SegmentSize int64
+	// Spin before sleeping while waiting for the daemon (default: the
+	// ring's; negative: never spin).
+	Spin time.Duration
+}
+
+// SocketPath resolves the socket Connect would use.
+func (o Options) SocketPath() string {
+	if o.Socket != "" {
+		return o.Socket
+	}
+	if s := os.Getenv(EnvSocket); s != "" && o.ControlDir == "" && o.Mount == "" {
+		return s
+	}
+	dir, mnt := o.ControlDir, o.Mount
+	if dir == "" {
+		dir = os.Getenv(EnvControlDir)
+	}
+	if mnt == "" {
+		mnt = os.Getenv(EnvMount)
+	}
+	if mnt == "" {
+		mnt = DefaultMount
+	}
+	return ipc.SocketPath(dir, mnt)
+}
+
+// Client is a connection to the daemon.
+type Client struct {
+	c *ipc.Client
+
+	mu      sync.Mutex
+	methods map[string]ipc.Method
+}
+
+// Connect connects to the daemon.
+func Connect(o Options) (*Client, error) {
+	c, err := ipc.Dial(o.SocketPath(), ipc.DialOptions{SegmentSize: o.SegmentSize, Spin: o.Spin})
+	if err != nil {
+		return nil, err
+	}
+	return &Client{c: c, methods: map[string]ipc.Method{}}, nil
+}
+
+// Close hangs up; the daemon closes this client's bucket handles.
+func (c *Client) Close() error { return c.c.Close() }
+
+// IPC is the underlying transport (for benchmarks and tests).
+func (c *Client) IPC() *ipc.Client { return c.c }
+
+// method resolves and caches module.method.
+func (c *Client) method(module, method string) (ipc.Method, error) {
+	key := module + "." + method
+	c.mu.Lock()
+	m, ok := c.methods[key]
+	c.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	m, err := c.c.Resolve(module, method)
+	if err != nil {
+		return m, err
+	}
+	c.mu.Lock()
+	c.methods[key] = m
+	c.mu.Unlock()
+	return m, nil
+}
+
+// Buffer is memory in the shared segment (see Alloc).
+type Buffer = ipc.Buffer
+
+// Alloc returns a buffer in the shared segment; data written there is
+// sent without a copy by PutBuffer, and GetBuffer reads into it. Free it.
+func (c *Client) Alloc(n int) (*Buffer, error) { return c.c.Alloc(n) }
+
+// call is one request being prepared: arguments, input and output share
+// one allocation in the segment.
+type call struct {
+	c    *Client
+	m    ipc.Method
+	buf  *Buffer
+	args ipc.Span
+	in   ipc.Span
+	out  ipc.Span
+}
+
+// newCall lays out args, a copy of in, and outLen bytes of output.
+func (c *Client) newCall(module, method string, args []byte, in []byte, outLen int) (*call, error) {
+	m, err := c.method(module, method)
+	if err != nil {
+		return nil, err
+	}
+	return c.newCallM(m, args, in, outLen)
+}
+
+func (c *Client) newCallM(m ipc.Method, args []byte, in []byte, outLen int) (*call, error) {
+	a := align(len(args))
+	i := align(len(in))
+	total := a + i + outLen
+	k := &call{c: c, m: m}
+	if total == 0 {
+		return k, nil
+	}
+	buf, err := c.c.Alloc(total)
+	if err != nil {
+		return nil, err
+	}
+	k.buf = buf
+	b := buf.Bytes()
+	copy(b, args)
+	copy(b[a:], in)
+	k.args = spanOf(buf, 0, len(args))
+	k.in = spanOf(buf, a, len(in))
+	k.out = spanOf(buf, a+i, outLen)
+	return k, nil
+}
+
+func align(n int) int { return (n + 63) &^ 63 }
+
+func spanOf(b *Buffer, off, n int) ipc.Span {
+	if n == 0 {
+		return ipc.Span{}
+	}
+	return b.Slice(off, n)
+}
+
+// do runs the call and frees its buffer after fn looked at the output.
+func (k *call) do(fn func(res runtime.Result, out []byte) error) error {
+	defer k.buf.Free()
+	res, err := k.c.c.Do(k.m, k.args, k.in, k.out)
+	if err != nil {
+		return err
+	}
+	if fn == nil {
+		return nil
+	}
+	return fn(res, k.out.Bytes()[:res.N])
+}
+
+// Call runs any module method with copies of args and in, and an output
+// buffer of outLen bytes, and returns the result and the output.
+func (c *Client) Call(module, method string, args, in []byte, outLen int) (runtime.Result, []byte, error) {
+	k, err := c.newCall(module, method, args, in, outLen)
+	if err != nil {
+		return runtime.Result{}, nil, err
+	}
+	var res runtime.Result
+	var out []byte
+	err = k.do(func(r runtime.Result, o []byte) error {
+		res, out = r, append([]byte(nil), o...)
+		return nil
+	})
+	return res, out, err
+}
+
+// Noop calls admin.noop: one empty round trip.
+func (c *Client) Noop() error {
+	k, err := c.newCall(runtime.AdminModule, "noop", nil, nil, 0)
+	if err != nil {
+		return err
+	}
+	return k.do(nil)
+}
+
+// Status returns the daemon's admin.status as a JSON-decoded object.
+func (c *Client) Status() (*runtime.Status, error) {
+	_, out, err := c.Call(runtime.AdminModule, "status", nil, nil, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	var st runtime.Status
+	if err := json.Unmarshal(out, &st); err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	return &st, nil
+}
+
+// Stop asks the daemon to drain and exit (admin.stop); it returns once
+// the daemon accepted the request, not when it is gone.
+func (c *Client) Stop() error {
+	_, _, err := c.Call(runtime.AdminModule, "stop", nil, nil, 4096)
+	return err
+}
+
+// Modules lists the daemon's modules and their methods.
+func (c *Client) Modules() ([]runtime.ModuleInfo, error) { return c.c.Modules() }
+
+// Buckets lists the daemon's buckets.
+func (c *Client) Buckets() ([]string, error) {
+	_, out, err := c.Call(cte.Name, cte.MBuckets, nil, nil, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	r := runtime.NewArgReader(out)
+	n := r.U32()
+	names := make([]string, 0, min(n, 1<<16))
+	for i := uint32(0); i < n && r.Err() == nil; i++ {
+		names = append(names, r.String(cte.MaxName))
+	}
+	return names, r.Done()
+}
+
+// DeleteBucket drops a bucket and its blobs.
+func (c *Client) DeleteBucket(name string) error {
+	_, _, err := c.Call(cte.Name, cte.MDeleteBucket, runtime.NewArgWriter(nil).String(name).Bytes(), nil, 4096)
+	return err
+}
