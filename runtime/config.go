@@ -113,11 +113,7 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := Parse(path, data)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
+	return Parse(path, data)
 }
 
 // Parse reads YAML data (named name in errors) on top of the embedded
