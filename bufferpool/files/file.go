@@ -31,6 +31,7 @@ type file struct {
 	// exclusive for appends, truncation and fallocate.
 	mu          sync.RWMutex
 	size        atomic.Int64 // logical size of the file
+	lastWrite   atomic.Int64 // UnixNano of the last data change
 	backingSize atomic.Int64 // size of the backing file: pages past it stage in as zeros
 
 	idleElem *list.Element // in FS.idle while nobody holds it; guarded by FS.mu
@@ -332,7 +333,9 @@ func (f *file) write(data []byte, off int64, appending bool) (int, error) {
 			}
 			return total, fmt.Errorf("write: pool full of dirty data: %w", ErrNoSpace)
 		}
+		f.fs.spaceWaiters.Add(1)
 		f.fs.waitSpace(50 * time.Millisecond)
+		f.fs.spaceWaiters.Add(-1)
 	}
 }
 
@@ -366,6 +369,7 @@ func (f *file) writeOnce(data []byte, off int64, appending bool) (int, int64, er
 
 // written records a data change and schedules its write-back.
 func (f *file) written(schedule bool) {
+	f.lastWrite.Store(time.Now().UnixNano())
 	f.touch()
 	if schedule && f.fs.opts.Mode == Writeback {
 		f.fs.flusher.enqueue(f)
@@ -469,8 +473,21 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 func (f *file) writeBack(fsync bool) error { return f.writeBackMode(fsync, false) }
 
 func (f *file) writeBackMode(fsync, datasync bool) error {
+	_, err := f.writeBackPages(fsync, datasync, false)
+	return err
+}
+
+// flushDelay is how long the background write-back leaves alone the last
+// dirty page of a file that is still being written: a sequential writer
+// fills a page with several writes, and writing the page back after each
+// of them would multiply the traffic to the backing store.
+const flushDelay = 100 * time.Millisecond
+
+// writeBackPages writes back dirty pages; in the background it may defer
+// the last dirty page of a file written within flushDelay (deferred).
+func (f *file) writeBackPages(fsync, datasync, background bool) (deferred bool, err error) {
 	if f.fs.scratch {
-		return nil
+		return false, nil
 	}
 	f.backingMu.Lock()
 	defer f.backingMu.Unlock()
@@ -478,15 +495,16 @@ func (f *file) writeBackMode(fsync, datasync bool) error {
 	skip := f.unlinked || f.dropped
 	f.stateMu.Unlock()
 	if skip {
-		return nil
+		return false, nil
 	}
-	if err := f.writePagesLocked(); err != nil {
+	deferred, err = f.writePagesLocked(background)
+	if err != nil {
 		f.fs.stats.flushErrors.Add(1)
-		return err
+		return false, err
 	}
 	if err := f.writeMetaLocked(); err != nil {
 		f.fs.stats.flushErrors.Add(1)
-		return err
+		return false, err
 	}
 	if fsync {
 		var err error
@@ -496,14 +514,15 @@ func (f *file) writeBackMode(fsync, datasync bool) error {
 			err = f.backing.Sync()
 		}
 		if err != nil {
-			return fmt.Errorf("fsync backing file: %w", err)
+			return false, fmt.Errorf("fsync backing file: %w", err)
 		}
 	}
-	return nil
+	return deferred, nil
 }
 
-// writePagesLocked writes the dirty pages. Called with backingMu held.
-func (f *file) writePagesLocked() error {
+// writePagesLocked writes the dirty pages (in the background, maybe not
+// the last one: see flushDelay). Called with backingMu held.
+func (f *file) writePagesLocked(background bool) (deferred bool, err error) {
 	ps := f.fs.ps
 	bp := f.fs.getPage()
 	defer f.fs.putPage(bp)
@@ -514,7 +533,12 @@ func (f *file) writePagesLocked() error {
 			f.fs.signalSpace()
 		}
 	}()
-	for _, i := range f.bucket.DirtyPages() {
+	pages := f.bucket.DirtyPages()
+	if background && len(pages) > 0 && f.fs.spaceWaiters.Load() == 0 &&
+		time.Now().UnixNano()-f.lastWrite.Load() < int64(flushDelay) {
+		pages, deferred = pages[:len(pages)-1], true
+	}
+	for _, i := range pages {
 		// Snapshot under f.mu exclusively: a writer grows the size just
 		// after it dirties a page, and a stale size would cut the page.
 		f.mu.Lock()
@@ -522,7 +546,7 @@ func (f *file) writePagesLocked() error {
 		size := f.size.Load()
 		f.mu.Unlock()
 		if err != nil {
-			return fmt.Errorf("write back page %d: %w", i, err)
+			return false, fmt.Errorf("write back page %d: %w", i, err)
 		}
 		if !found || !dirty {
 			continue
@@ -535,7 +559,7 @@ func (f *file) writePagesLocked() error {
 		n := min(ps, size-start)
 		f.fs.limiter.wait(n)
 		if _, err := f.backing.WriteAt(buf[:n], start); err != nil {
-			return fmt.Errorf("write back page %d: %w", i, err)
+			return false, fmt.Errorf("write back page %d: %w", i, err)
 		}
 		growTo(&f.backingSize, start+n)
 		f.fs.stats.flushed.Add(uint64(n))
@@ -543,7 +567,7 @@ func (f *file) writePagesLocked() error {
 			cleaned = true
 		}
 	}
-	return nil
+	return deferred, nil
 }
 
 // writeMetaLocked sets the backing file's size and mtime. Called with

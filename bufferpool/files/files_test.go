@@ -435,3 +435,54 @@ func TestCacheValid(t *testing.T) {
 		t.Fatal("externally changed file reported valid")
 	}
 }
+
+// TestSetgidDirectory: entries made in a set-group-ID directory take its
+// group; new directories keep the bit (as ext4 and tmpfs do).
+func TestSetgidDirectory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown")
+	}
+	fs := newTestFS(t, Writeback, 16*testPage, 16*testPage, nil)
+	root := Cred{}
+	if err := fs.Mkdir("d", 0o775, root); err != nil {
+		t.Fatal(err)
+	}
+	gid, mode := uint32(4242), uint32(0o2775)
+	if _, err := fs.Setattr("d", nil, SetAttr{Gid: &gid, Mode: &mode}); err != nil {
+		t.Fatal(err)
+	}
+	h := mustOpen(t, fs, "d/f", os.O_RDWR|os.O_CREATE)
+	h.Release()
+	if err := fs.Mkdir("d/s", 0o755, root); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := fs.Lstat("d/f")
+	s, _ := fs.Lstat("d/s")
+	if f.Gid != gid || s.Gid != gid {
+		t.Fatalf("gids %d %d, want %d", f.Gid, s.Gid, gid)
+	}
+	if s.Mode&0o7777 != 0o2755 || f.Mode&0o7777 != 0o644 {
+		t.Fatalf("modes %o %o, want 2755 644", s.Mode&0o7777, f.Mode&0o7777)
+	}
+}
+
+// TestSequentialWriteNotAmplified: a page filled by many small sequential
+// writes is written back about once, not once per write.
+func TestSequentialWriteNotAmplified(t *testing.T) {
+	fs := newTestFS(t, Writeback, 64*testPage, 64*testPage, nil)
+	h := mustOpen(t, fs, "seq", os.O_WRONLY|os.O_CREATE)
+	defer h.Release()
+	chunk := make([]byte, 4096)
+	const total = 32 * testPage
+	for off := 0; off < total; off += len(chunk) {
+		if _, err := h.WriteAt(chunk, int64(off)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.Fsync(false); err != nil {
+		t.Fatal(err)
+	}
+	if got := fs.Stats().FlushedBytes; got > total*3/2 {
+		t.Fatalf("wrote back %d bytes for a %d-byte file", got, total)
+	}
+}

@@ -60,7 +60,7 @@ func (fl *flusher) run() {
 		fl.inflight++
 		fl.mu.Unlock()
 
-		err := f.writeBack(false)
+		deferred, err := f.writeBackPages(false, false, true)
 
 		fl.mu.Lock()
 		fl.inflight--
@@ -69,6 +69,8 @@ func (fl *flusher) run() {
 			// The pages stay dirty; retry later. fsync reports the error.
 			fl.fs.logf("write-back of %v failed (will retry): %v", f.key, err)
 			time.AfterFunc(time.Second, func() { fl.enqueue(f) })
+		} else if deferred {
+			time.AfterFunc(flushDelay, func() { fl.enqueue(f) })
 		}
 	}
 }

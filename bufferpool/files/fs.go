@@ -40,8 +40,9 @@ type FS struct {
 
 	// space is signalled (Broadcast) whenever write-back cleans pages, so
 	// writers waiting for pool space retry.
-	spaceMu sync.Mutex
-	space   *sync.Cond
+	spaceMu      sync.Mutex
+	space        *sync.Cond
+	spaceWaiters atomic.Int64 // writers waiting for space: write back everything now
 
 	mu      sync.Mutex
 	files   map[fileKey]*file // live files by backing inode

@@ -50,7 +50,7 @@ func (fs *FS) openBacking(r string, flags int, mode uint32, c Cred) (fd int, wri
 	if flags&unix.O_CREAT != 0 {
 		fd, err = unix.Openat(fs.rootFd, r, base|unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, mode&0o7777)
 		if err == nil {
-			if err := fs.ownFd(fd, mode&0o7777, c); err != nil {
+			if err := fs.ownFd(fd, mode&0o7777, r, c); err != nil {
 				unix.Close(fd)
 				return -1, false, false, err
 			}
@@ -72,7 +72,8 @@ func (fs *FS) openBacking(r string, flags int, mode uint32, c Cred) (fd int, wri
 }
 
 // ownFd gives a new file its caller's owner and exact mode.
-func (fs *FS) ownFd(fd int, mode uint32, c Cred) error {
+func (fs *FS) ownFd(fd int, mode uint32, r string, c Cred) error {
+	c, _ = fs.inherit(r, c)
 	if fs.isRoot {
 		if err := unix.Fchown(fd, int(c.Uid), int(c.Gid)); err != nil {
 			return fmt.Errorf("chown new file: %w", err)

@@ -104,18 +104,36 @@ func (fs *FS) Mkdir(p string, mode uint32, c Cred) error {
 
 // own gives a new entry its caller's owner and the exact mode (the
 // daemon's umask must not apply: the kernel already applied the caller's).
+// In a set-group-ID directory the entry takes the directory's group, and a
+// new directory keeps the set-group-ID bit, as on any Linux file system.
 func (fs *FS) own(r string, mode uint32, c Cred, chmod bool) error {
+	c, sgid := fs.inherit(r, c)
 	if fs.isRoot {
 		if err := unix.Fchownat(fs.rootFd, r, int(c.Uid), int(c.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return pathErr("chown", r, err)
 		}
 	}
 	if chmod {
+		var st unix.Stat_t
+		if sgid && unix.Fstatat(fs.rootFd, r, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			mode |= unix.S_ISGID
+		}
 		if err := unix.Fchmodat(fs.rootFd, r, mode, 0); err != nil {
 			return pathErr("chmod", r, err)
 		}
 	}
 	return nil
+}
+
+// inherit returns the owner of a new entry at r: the caller, with the
+// parent's group if the parent directory is set-group-ID (reported).
+func (fs *FS) inherit(r string, c Cred) (Cred, bool) {
+	var st unix.Stat_t
+	if unix.Fstatat(fs.rootFd, parentOf(r), &st, 0) == nil && st.Mode&unix.S_ISGID != 0 {
+		c.Gid = st.Gid
+		return c, true
+	}
+	return c, false
 }
 
 // Rmdir removes an empty directory.
