@@ -63,4 +63,3 @@ func TestPluginFromConfig(t *testing.T) {
 		t.Fatal("example.sum of bad arguments succeeded")
 	}
 }
-
