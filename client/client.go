@@ -275,3 +275,7 @@ func (c *Client) DeleteBucket(name string) error {
 	_, _, err := c.Call(cte.Name, cte.MDeleteBucket, runtime.NewArgWriter(nil).String(name).Bytes(), nil, 4096)
 	return err
 }
+
+type ipcCall = ipc.Call
+
+var span0 = ipc.Span{}
