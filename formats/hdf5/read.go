@@ -1,0 +1,851 @@
+package hdf5
+
+/*
+#include "h5.h"
+*/
+import "C"
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"path"
+	"strings"
+	"unsafe"
+
+	"github.com/iowarp/iowarp/formats/omni"
+)
+
+// Limits against crafted files.
+const (
+	maxDepth       = 64
+	maxObjects     = 200000
+	maxAttrElems   = 1 << 20
+	maxNameLen     = 4096
+	netcdfPureDim  = "This is a netCDF dimension but not a netCDF variable"
+	phonyDimPrefix = "phony_dim_"
+)
+
+// hiddenAttrs are bookkeeping attributes of dimension scales and NetCDF-4.
+var hiddenAttrs = map[string]bool{
+	"DIMENSION_LIST": true, "REFERENCE_LIST": true, "CLASS": true, "NAME": true,
+	"_Netcdf4Dimid": true, "_Netcdf4Coordinates": true, "_NCProperties": true, "_nc3_strict": true,
+	"_IsNetcdf4": true, "_SuperblockVersion": true,
+}
+
+// File is an open HDF5 file. Safe for concurrent use (calls are serialised).
+type File struct {
+	fid  C.hid_t
+	ds   *omni.Dataset
+	vars map[string]*varRef
+}
+
+// varRef maps an OMNI variable to its HDF5 dataset (and compound field).
+type varRef struct {
+	v     *omni.Variable
+	obj   string // HDF5 path of the dataset
+	field string // compound member name, "" for a plain dataset
+	did   C.hid_t
+}
+
+var _ omni.Reader = (*File)(nil)
+
+func init() {
+	omni.Register(omni.Driver{
+		Name:     "hdf5",
+		Priority: 10,
+		Sniff:    func(_ string, head []byte) bool { return omni.HasHDF5Signature(head) },
+		Open:     func(p string) (omni.Reader, error) { return Open(p) },
+		Write:    Write,
+	})
+}
+
+// Open opens path read-only and walks it into an OMNI dataset.
+func Open(p string) (*File, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	cp := cstr(p)
+	defer free(unsafe.Pointer(cp))
+	fid := C.H5Fopen(cp, C.H5F_ACC_RDONLY, C.iw5_p_default())
+	if fid < 0 {
+		return nil, h5err("open " + p)
+	}
+	f := &File{fid: fid, ds: omni.NewDataset(p, "hdf5"), vars: map[string]*varRef{}}
+	w := &walker{f: f, visited: map[uint64]bool{}, scales: map[string]*scale{}}
+	if err := w.walk(); err != nil {
+		f.closeLocked()
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return f, nil
+}
+
+// Dataset returns the walked tree.
+func (f *File) Dataset() *omni.Dataset { return f.ds }
+
+// Close closes the file and every dataset it opened.
+func (f *File) Close() error {
+	mu.Lock()
+	defer mu.Unlock()
+	return f.closeLocked()
+}
+
+func (f *File) closeLocked() error {
+	for _, r := range f.vars {
+		if r.did > 0 {
+			C.H5Dclose(r.did)
+			r.did = 0
+		}
+	}
+	if f.fid > 0 && C.H5Fclose(f.fid) < 0 {
+		f.fid = 0
+		return h5err("close")
+	}
+	f.fid = 0
+	return nil
+}
+
+// scale is a dimension scale found in the walk.
+type scale struct {
+	path      string
+	size      int64
+	unlimited bool
+	pure      bool // a NetCDF-4 dimension without coordinate values
+}
+
+// pending is a dataset whose axes are named after the walk.
+type pending struct {
+	g      *omni.Group
+	vars   []*omni.Variable
+	maxdim []bool
+	scales []string // scale path per axis, "" for none
+}
+
+type walker struct {
+	f       *File
+	visited map[uint64]bool
+	scales  map[string]*scale
+	pending []*pending
+	objects int
+}
+
+func (w *walker) walk() error {
+	root := w.f.ds.Root
+	if err := w.group(w.f.fid, root, "/", 0); err != nil {
+		return err
+	}
+	w.nameDims()
+	return nil
+}
+
+func (w *walker) group(gid C.hid_t, g *omni.Group, h5path string, depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("groups nested deeper than %d: %w", maxDepth, omni.ErrCorrupt)
+	}
+	attrs, err := readAttrs(gid)
+	if err != nil {
+		return fmt.Errorf("attributes of %s: %w", h5path, err)
+	}
+	g.Attrs = attrs
+	g.NXClass = omni.AttrString(attrs, omni.AttrNXClass)
+	var info C.H5G_info_t
+	if C.H5Gget_info(gid, &info) < 0 {
+		return h5err("group info " + h5path)
+	}
+	if info.nlinks > maxObjects {
+		return fmt.Errorf("group %s: %d links: %w", h5path, info.nlinks, omni.ErrCorrupt)
+	}
+	for i := C.hsize_t(0); i < info.nlinks; i++ {
+		name, err := linkName(gid, i)
+		if err != nil {
+			return fmt.Errorf("link %d of %s: %w", i, h5path, err)
+		}
+		if err := w.member(gid, g, h5path, name, depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func linkName(gid C.hid_t, i C.hsize_t) (string, error) {
+	dot := cstr(".")
+	defer free(unsafe.Pointer(dot))
+	n := C.H5Lget_name_by_idx(gid, dot, C.H5_INDEX_NAME, C.H5_ITER_INC, i, nil, 0, C.iw5_p_default())
+	if n < 0 {
+		return "", h5err("link name")
+	}
+	if n > maxNameLen {
+		return "", fmt.Errorf("link name of %d bytes: %w", n, omni.ErrCorrupt)
+	}
+	buf := make([]C.char, n+1)
+	if C.H5Lget_name_by_idx(gid, dot, C.H5_INDEX_NAME, C.H5_ITER_INC, i, &buf[0], C.size_t(n+1), C.iw5_p_default()) < 0 {
+		return "", h5err("link name")
+	}
+	return C.GoString(&buf[0]), nil
+}
+
+func (w *walker) member(gid C.hid_t, g *omni.Group, h5path, name string, depth int) error {
+	cname := cstr(name)
+	defer free(unsafe.Pointer(cname))
+	if hard := C.iw5_hard_link(gid, cname); hard <= 0 {
+		return nil // soft and external links are not followed
+	}
+	var typ C.int
+	var key C.ulonglong
+	if C.iw5_obj_info(gid, cname, &typ, &key) < 0 {
+		return h5err("object info " + omni.JoinPath(h5path, name))
+	}
+	if w.visited[uint64(key)] {
+		return nil // a second hard link to an object already walked
+	}
+	w.visited[uint64(key)] = true
+	if w.objects++; w.objects > maxObjects {
+		return fmt.Errorf("more than %d objects: %w", maxObjects, omni.ErrNotSupported)
+	}
+	child := omni.JoinPath(h5path, name)
+	switch typ {
+	case C.H5O_TYPE_GROUP:
+		gid2 := C.H5Gopen2(gid, cname, C.iw5_p_default())
+		if gid2 < 0 {
+			return h5err("open group " + child)
+		}
+		defer C.H5Gclose(gid2)
+		return w.group(gid2, g.Child(name), child, depth+1)
+	case C.H5O_TYPE_DATASET:
+		did := C.H5Dopen2(gid, cname, C.iw5_p_default())
+		if did < 0 {
+			return h5err("open dataset " + child)
+		}
+		defer C.H5Dclose(did)
+		return w.dataset(did, g, child, name)
+	}
+	return nil // named datatypes
+}
+
+// elemType maps an HDF5 type to an OMNI dtype; ok false for types that
+// are not exposed (references, opaque, arrays, nested vlen, …).
+func elemType(tid C.hid_t) (omni.DType, bool) {
+	size := int(C.H5Tget_size(tid))
+	switch C.H5Tget_class(tid) {
+	case C.H5T_INTEGER, C.H5T_ENUM:
+		base := tid
+		if isBool(tid) {
+			return omni.Bool, true
+		}
+		if C.H5Tget_class(tid) == C.H5T_ENUM {
+			base = C.H5Tget_super(tid)
+			defer C.H5Tclose(base)
+		}
+		signed := C.H5Tget_sign(base) == C.H5T_SGN_2
+		bits := map[int]string{1: "8", 2: "16", 4: "32", 8: "64"}[size]
+		if bits == "" {
+			return "", false
+		}
+		if signed {
+			return omni.DType("int" + bits), true
+		}
+		return omni.DType("uint" + bits), true
+	case C.H5T_FLOAT:
+		if size <= 4 {
+			return omni.Float32, true
+		}
+		return omni.Float64, true
+	case C.H5T_STRING:
+		if C.H5Tis_variable_str(tid) > 0 {
+			return omni.String, true
+		}
+		if size <= 0 || size > 1<<20 {
+			return "", false
+		}
+		return omni.FixedString(size), true
+	}
+	return "", false
+}
+
+// isBool reports h5py's bool: a one-byte enum {FALSE=0, TRUE=1}.
+func isBool(tid C.hid_t) bool {
+	if C.H5Tget_class(tid) != C.H5T_ENUM || C.H5Tget_size(tid) != 1 || C.H5Tget_nmembers(tid) != 2 {
+		return false
+	}
+	for i, want := range []string{"FALSE", "TRUE"} {
+		cn := C.H5Tget_member_name(tid, C.uint(i))
+		name := C.GoString(cn)
+		C.H5free_memory(unsafe.Pointer(cn))
+		if name != want {
+			return false
+		}
+	}
+	return true
+}
+
+// memType is the in-memory type to read file type tid as dtype t; the
+// caller closes it.
+func memType(tid C.hid_t, t omni.DType) C.hid_t {
+	switch {
+	case t == omni.String:
+		return C.iw5_vlen_str()
+	case t.IsString():
+		return C.H5Tcopy(tid)
+	case t == omni.Float32:
+		return C.H5Tcopy(C.iw5_t_native(nFloat))
+	case t == omni.Float64:
+		return C.H5Tcopy(C.iw5_t_native(nDouble))
+	}
+	return C.H5Tget_native_type(tid, C.H5T_DIR_ASCEND)
+}
+
+func (w *walker) dataset(did C.hid_t, g *omni.Group, h5path, name string) error {
+	shape, maxdim, err := extent(did)
+	if err != nil {
+		return fmt.Errorf("%s: %w", h5path, err)
+	}
+	if shape == nil {
+		return nil // null dataspace
+	}
+	attrs, err := readAttrs(did)
+	if err != nil {
+		return fmt.Errorf("attributes of %s: %w", h5path, err)
+	}
+	if C.H5DSis_scale(did) > 0 {
+		sc := &scale{path: h5path, size: 0, pure: strings.HasPrefix(rawAttrString(did, "NAME"), netcdfPureDim)}
+		if len(shape) == 1 {
+			sc.size, sc.unlimited = shape[0], maxdim[0]
+		}
+		w.scales[h5path] = sc
+		if sc.pure {
+			return nil
+		}
+	}
+	chunks, filters, err := layout(did, len(shape))
+	if err != nil {
+		return fmt.Errorf("%s: %w", h5path, err)
+	}
+	tid := C.H5Dget_type(did)
+	if tid < 0 {
+		return h5err("type of " + h5path)
+	}
+	defer C.H5Tclose(tid)
+	p := &pending{g: g, maxdim: maxdim, scales: scalePaths(did, len(shape))}
+	mk := func(name string, t omni.DType, field string, attrs []omni.Attribute, in *omni.Group) {
+		v := in.AddVariable(&omni.Variable{Name: name, DType: t, Shape: shape, Chunks: chunks, Filters: filters, Attrs: attrs})
+		w.f.vars[v.Path] = &varRef{v: v, obj: h5path, field: field}
+		p.vars = append(p.vars, v)
+	}
+	if C.H5Tget_class(tid) == C.H5T_COMPOUND {
+		cg := g.Child(name)
+		cg.Compound, cg.Attrs = true, attrs
+		p.g = cg
+		for i := C.int(0); i < C.H5Tget_nmembers(tid); i++ {
+			cfield := C.H5Tget_member_name(tid, C.uint(i))
+			field := C.GoString(cfield)
+			C.H5free_memory(unsafe.Pointer(cfield))
+			mt := C.H5Tget_member_type(tid, C.uint(i))
+			t, ok := elemType(mt)
+			C.H5Tclose(mt)
+			if ok && field != "" && !strings.Contains(field, "/") {
+				mk(field, t, field, nil, cg)
+			}
+		}
+	} else if t, ok := elemType(tid); ok {
+		mk(name, t, "", attrs, g)
+	}
+	if len(p.vars) > 0 {
+		w.pending = append(w.pending, p)
+	}
+	return nil
+}
+
+// extent returns the current and unlimited-ness of each axis; nil shape
+// for a null dataspace, empty for a scalar.
+func extent(did C.hid_t) ([]int64, []bool, error) {
+	sid := C.H5Dget_space(did)
+	if sid < 0 {
+		return nil, nil, h5err("dataspace")
+	}
+	defer C.H5Sclose(sid)
+	switch C.H5Sget_simple_extent_type(sid) {
+	case C.H5S_NULL:
+		return nil, nil, nil
+	case C.H5S_SCALAR:
+		return []int64{}, []bool{}, nil
+	}
+	rank := C.H5Sget_simple_extent_ndims(sid)
+	if rank < 0 || rank > C.H5S_MAX_RANK {
+		return nil, nil, h5err("rank")
+	}
+	dims := make([]C.hsize_t, rank+1)
+	maxd := make([]C.hsize_t, rank+1)
+	if C.H5Sget_simple_extent_dims(sid, &dims[0], &maxd[0]) < 0 {
+		return nil, nil, h5err("dims")
+	}
+	shape := make([]int64, rank)
+	unl := make([]bool, rank)
+	total := uint64(1)
+	for i := range shape {
+		if dims[i] > 1<<62 {
+			return nil, nil, fmt.Errorf("axis %d of size %d: %w", i, dims[i], omni.ErrCorrupt)
+		}
+		shape[i], unl[i] = int64(dims[i]), maxd[i] == C.iw5_unlimited()
+		if shape[i] > 0 && total > (1<<62)/uint64(shape[i]) {
+			return nil, nil, fmt.Errorf("more than 2^62 elements: %w", omni.ErrCorrupt)
+		}
+		total *= uint64(max(shape[i], 1))
+	}
+	return shape, unl, nil
+}
+
+var filterNames = map[C.H5Z_filter_t]string{
+	C.H5Z_FILTER_DEFLATE: "deflate", C.H5Z_FILTER_SHUFFLE: "shuffle", C.H5Z_FILTER_FLETCHER32: "fletcher32",
+	C.H5Z_FILTER_SZIP: "szip", C.H5Z_FILTER_NBIT: "nbit", C.H5Z_FILTER_SCALEOFFSET: "scaleoffset",
+}
+
+func layout(did C.hid_t, rank int) ([]int64, []string, error) {
+	dcpl := C.H5Dget_create_plist(did)
+	if dcpl < 0 {
+		return nil, nil, h5err("creation properties")
+	}
+	defer C.H5Pclose(dcpl)
+	if C.H5Pget_layout(dcpl) != C.H5D_CHUNKED || rank == 0 {
+		return nil, nil, nil
+	}
+	cdims := make([]C.hsize_t, rank)
+	if C.H5Pget_chunk(dcpl, C.int(rank), &cdims[0]) != C.int(rank) {
+		return nil, nil, h5err("chunk dims")
+	}
+	chunks := make([]int64, rank)
+	for i, c := range cdims {
+		chunks[i] = int64(c)
+	}
+	var filters []string
+	n := C.H5Pget_nfilters(dcpl)
+	for i := C.int(0); i < n; i++ {
+		var flags C.uint
+		nelm := C.size_t(8)
+		var cd [8]C.uint
+		var conf C.uint
+		var name [64]C.char
+		id := C.H5Pget_filter2(dcpl, C.uint(i), &flags, &nelm, &cd[0], C.size_t(len(name)), &name[0], &conf)
+		if id < 0 {
+			return nil, nil, h5err("filter")
+		}
+		fname, ok := filterNames[id]
+		if !ok {
+			fname = fmt.Sprintf("filter%d", id)
+		}
+		filters = append(filters, fname)
+	}
+	return chunks, filters, nil
+}
+
+func scalePaths(did C.hid_t, rank int) []string {
+	out := make([]string, rank)
+	if C.H5DSis_scale(did) > 0 {
+		return out
+	}
+	buf := make([]C.char, 1025)
+	for i := range out {
+		if C.iw5_scale_path(did, C.uint(i), &buf[0]) > 0 {
+			out[i] = C.GoString(&buf[0])
+		}
+	}
+	return out
+}
+
+// nameDims names every axis: by its dimension scale (declared as a
+// dimension in the scale's group, the scale being its coordinate variable
+// unless it is a pure NetCDF dimension), else by a phony dimension shared
+// by size within the group, as NetCDF-4 does.
+func (w *walker) nameDims() {
+	phony := map[*omni.Group]map[[2]int64]string{}
+	for _, p := range w.pending {
+		shape := p.vars[0].Shape
+		dims := make([]string, len(shape))
+		seen := map[int64]int64{}
+		for i, n := range shape {
+			if sc := w.scales[p.scales[i]]; sc != nil {
+				dims[i] = w.declareScale(sc, shape[i], p.maxdim[i])
+				continue
+			}
+			if sc := w.scales[w.selfScale(p)]; sc != nil && len(shape) == 1 {
+				dims[i] = w.declareScale(sc, shape[i], p.maxdim[i])
+				continue
+			}
+			k := [2]int64{n, seen[n]}
+			seen[n]++
+			if phony[p.g] == nil {
+				phony[p.g] = map[[2]int64]string{}
+			}
+			name, ok := phony[p.g][k]
+			if !ok {
+				name = fmt.Sprintf("%s%d", phonyDimPrefix, len(phony[p.g]))
+				phony[p.g][k] = name
+				p.g.AddDim(&omni.Dimension{Name: name, Size: n, Unlimited: p.maxdim[i]})
+			}
+			dims[i] = name
+		}
+		for _, v := range p.vars {
+			v.Dims = dims
+		}
+	}
+}
+
+// selfScale is the path of p's dataset when it is itself a scale.
+func (w *walker) selfScale(p *pending) string {
+	if len(p.vars) != 1 {
+		return ""
+	}
+	if ref := w.f.vars[p.vars[0].Path]; ref != nil && ref.field == "" {
+		return ref.obj
+	}
+	return ""
+}
+
+func (w *walker) declareScale(sc *scale, size int64, unl bool) string {
+	dir, name := path.Split(sc.path)
+	g, err := w.f.ds.Group(dir)
+	if err != nil {
+		g = w.f.ds.Root
+	}
+	d := &omni.Dimension{Name: name, Size: size, Unlimited: unl || sc.unlimited}
+	if !sc.pure {
+		d.Coord = sc.path
+	}
+	for _, old := range g.Dims {
+		if old.Name == name {
+			return name
+		}
+	}
+	g.AddDim(d)
+	return name
+}
+
+// ReadInto reads the selection h of a fixed-size variable into dst.
+func (f *File) ReadInto(p string, h omni.Hyperslab, dst []byte) error {
+	mu.Lock()
+	defer mu.Unlock()
+	r, err := f.refLocked(p, h)
+	if err != nil {
+		return err
+	}
+	if r.v.DType == omni.String {
+		return fmt.Errorf("%s: variable-length strings: use ReadStrings: %w", p, omni.ErrInvalid)
+	}
+	if int64(len(dst)) != h.Bytes(r.v.DType) {
+		return fmt.Errorf("%s: buffer of %d bytes for %d: %w", p, len(dst), h.Bytes(r.v.DType), omni.ErrInvalid)
+	}
+	if h.Len() == 0 {
+		return nil
+	}
+	return f.readLocked(r, h, unsafe.Pointer(&dst[0]))
+}
+
+// ReadStrings reads the selection of a variable-length string variable.
+func (f *File) ReadStrings(p string, h omni.Hyperslab) ([]string, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	r, err := f.refLocked(p, h)
+	if err != nil {
+		return nil, err
+	}
+	if r.v.DType != omni.String {
+		return nil, fmt.Errorf("%s is %s, not string: %w", p, r.v.DType, omni.ErrInvalid)
+	}
+	n := h.Len()
+	if n == 0 {
+		return []string{}, nil
+	}
+	buf := C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(uintptr(0))))
+	if buf == nil {
+		return nil, fmt.Errorf("%s: out of memory", p)
+	}
+	defer C.free(buf)
+	if err := f.readLocked(r, h, buf); err != nil {
+		return nil, err
+	}
+	out := make([]string, n)
+	for i := range out {
+		if s := C.iw5_str_at((**C.char)(buf), C.size_t(i)); s != nil {
+			out[i] = C.GoString(s)
+		}
+	}
+	mt, ms := f.memTypeLocked(r), C.H5Screate_simple(1, (*C.hsize_t)(unsafe.Pointer(&n)), nil)
+	C.iw5_reclaim(mt, ms, buf)
+	C.H5Sclose(ms)
+	C.H5Tclose(mt)
+	return out, nil
+}
+
+func (f *File) refLocked(p string, h omni.Hyperslab) (*varRef, error) {
+	if f.fid <= 0 {
+		return nil, fmt.Errorf("%s: file closed: %w", p, omni.ErrInvalid)
+	}
+	r := f.vars[path.Clean("/"+p)]
+	if r == nil {
+		return nil, fmt.Errorf("variable %s: %w", p, omni.ErrNotFound)
+	}
+	if err := h.Check(r.v.Shape); err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	if r.did <= 0 {
+		cp := cstr(r.obj)
+		r.did = C.H5Dopen2(f.fid, cp, C.iw5_p_default())
+		free(unsafe.Pointer(cp))
+		if r.did < 0 {
+			r.did = 0
+			return nil, h5err("open dataset " + r.obj)
+		}
+	}
+	return r, nil
+}
+
+// memTypeLocked is the memory type of r: the element type, or a compound
+// holding only r's field at offset 0.
+func (f *File) memTypeLocked(r *varRef) C.hid_t {
+	tid := C.H5Dget_type(r.did)
+	defer C.H5Tclose(tid)
+	if r.field == "" {
+		return memType(tid, r.v.DType)
+	}
+	cf := cstr(r.field)
+	defer free(unsafe.Pointer(cf))
+	idx := C.H5Tget_member_index(tid, cf)
+	ft := C.H5Tget_member_type(tid, C.uint(idx))
+	defer C.H5Tclose(ft)
+	mt := memType(ft, r.v.DType)
+	defer C.H5Tclose(mt)
+	ct := C.H5Tcreate(C.H5T_COMPOUND, C.H5Tget_size(mt))
+	C.H5Tinsert(ct, cf, 0, mt)
+	return ct
+}
+
+func (f *File) readLocked(r *varRef, h omni.Hyperslab, buf unsafe.Pointer) error {
+	mt := f.memTypeLocked(r)
+	if mt < 0 {
+		return h5err("memory type of " + r.v.Path)
+	}
+	defer C.H5Tclose(mt)
+	fs := C.H5Dget_space(r.did)
+	if fs < 0 {
+		return h5err("dataspace of " + r.v.Path)
+	}
+	defer C.H5Sclose(fs)
+	var ms C.hid_t
+	if rank := len(h.Count); rank == 0 {
+		ms = C.H5Screate(C.H5S_SCALAR)
+	} else {
+		start, count, stride := hs(h.Start), hs(h.Count), hs(h.Strides())
+		if C.H5Sselect_hyperslab(fs, C.H5S_SELECT_SET, &start[0], &stride[0], &count[0], nil) < 0 {
+			return h5err("select hyperslab of " + r.v.Path)
+		}
+		ms = C.H5Screate_simple(C.int(rank), &count[0], nil)
+	}
+	defer C.H5Sclose(ms)
+	if C.H5Dread(r.did, mt, ms, fs, C.iw5_p_default(), buf) < 0 {
+		return h5err("read " + r.v.Path)
+	}
+	return nil
+}
+
+func hs(v []int64) []C.hsize_t {
+	out := make([]C.hsize_t, len(v))
+	for i, x := range v {
+		out[i] = C.hsize_t(x)
+	}
+	return out
+}
+
+// readAttrs reads the attributes of an object, skipping hidden ones and
+// types with no OMNI form.
+func readAttrs(loc C.hid_t) ([]omni.Attribute, error) {
+	var info C.H5O_info_t
+	if C.H5Oget_info2(loc, &info, C.H5O_INFO_NUM_ATTRS) < 0 {
+		return nil, h5err("object info")
+	}
+	var out []omni.Attribute
+	dot := cstr(".")
+	defer free(unsafe.Pointer(dot))
+	for i := C.hsize_t(0); i < info.num_attrs; i++ {
+		aid := C.H5Aopen_by_idx(loc, dot, C.H5_INDEX_NAME, C.H5_ITER_INC, i, C.iw5_p_default(), C.iw5_p_default())
+		if aid < 0 {
+			return nil, h5err("open attribute")
+		}
+		a, ok, err := readAttr(aid)
+		C.H5Aclose(aid)
+		if err != nil {
+			return nil, err
+		}
+		if ok && !hiddenAttrs[a.Name] {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+func attrName(aid C.hid_t) string {
+	n := C.H5Aget_name(aid, 0, nil)
+	if n <= 0 || n > maxNameLen {
+		return ""
+	}
+	buf := make([]C.char, n+1)
+	C.H5Aget_name(aid, C.size_t(n+1), &buf[0])
+	return C.GoString(&buf[0])
+}
+
+func readAttr(aid C.hid_t) (omni.Attribute, bool, error) {
+	name := attrName(aid)
+	tid := C.H5Aget_type(aid)
+	sid := C.H5Aget_space(aid)
+	defer C.H5Tclose(tid)
+	defer C.H5Sclose(sid)
+	if name == "" || tid < 0 || sid < 0 {
+		return omni.Attribute{}, false, nil
+	}
+	npts := int64(C.H5Sget_simple_extent_npoints(sid))
+	if npts <= 0 || npts > maxAttrElems || C.H5Sget_simple_extent_type(sid) == C.H5S_NULL {
+		return omni.Attribute{}, false, nil
+	}
+	t, ok := elemType(tid)
+	if !ok {
+		return omni.Attribute{}, false, nil
+	}
+	a := omni.Attribute{Name: name, Type: t}
+	var err error
+	switch {
+	case t == omni.String:
+		a.Value, err = attrVlenStrings(aid, sid, npts)
+	case t.IsString():
+		a.Value, err = attrFixedStrings(aid, tid, t.Size(), npts)
+		a.Type = omni.String
+	default:
+		a.Value, err = attrNumbers(aid, tid, t, npts)
+	}
+	if err != nil {
+		return omni.Attribute{}, false, fmt.Errorf("attribute %s: %w", name, err)
+	}
+	return a, true, nil
+}
+
+func attrNumbers(aid, tid C.hid_t, t omni.DType, n int64) (any, error) {
+	mt := memType(tid, t)
+	defer C.H5Tclose(mt)
+	size := int64(C.H5Tget_size(mt))
+	if size != int64(t.Size()) {
+		return nil, fmt.Errorf("native size %d for %s: %w", size, t, omni.ErrNotSupported)
+	}
+	raw := make([]byte, n*size)
+	if C.H5Aread(aid, mt, unsafe.Pointer(&raw[0])) < 0 {
+		return nil, h5err("read attribute")
+	}
+	return widen(t, raw), nil
+}
+
+// widen converts raw native values to the attribute value slice types.
+func widen(t omni.DType, raw []byte) any {
+	n := len(raw) / t.Size()
+	switch {
+	case t.IsFloat():
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = omni.Float64At(t, raw[i*t.Size():])
+		}
+		return out
+	case t.IsSigned():
+		out := make([]int64, n)
+		for i := range out {
+			out[i] = signedAt(t, raw[i*t.Size():])
+		}
+		return out
+	}
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = unsignedAt(t, raw[i*t.Size():])
+	}
+	return out
+}
+
+func signedAt(t omni.DType, b []byte) int64 {
+	switch t.Size() {
+	case 1:
+		return int64(int8(b[0]))
+	case 2:
+		return int64(int16(binary.LittleEndian.Uint16(b)))
+	case 4:
+		return int64(int32(binary.LittleEndian.Uint32(b)))
+	}
+	return int64(binary.LittleEndian.Uint64(b))
+}
+
+func unsignedAt(t omni.DType, b []byte) uint64 {
+	switch t.Size() {
+	case 1:
+		return uint64(b[0])
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(b))
+	case 4:
+		return uint64(binary.LittleEndian.Uint32(b))
+	}
+	return binary.LittleEndian.Uint64(b)
+}
+
+func attrFixedStrings(aid, tid C.hid_t, size int, n int64) ([]string, error) {
+	mt := C.H5Tcopy(tid)
+	defer C.H5Tclose(mt)
+	raw := make([]byte, int64(size)*n)
+	if C.H5Aread(aid, mt, unsafe.Pointer(&raw[0])) < 0 {
+		return nil, h5err("read attribute")
+	}
+	spacePad := C.H5Tget_strpad(tid) == C.H5T_STR_SPACEPAD
+	out := make([]string, n)
+	for i := range out {
+		s := string(raw[i*size : (i+1)*size])
+		if j := strings.IndexByte(s, 0); j >= 0 {
+			s = s[:j]
+		}
+		if spacePad {
+			s = strings.TrimRight(s, " ")
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+func attrVlenStrings(aid, sid C.hid_t, n int64) ([]string, error) {
+	mt := C.iw5_vlen_str()
+	defer C.H5Tclose(mt)
+	buf := C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(uintptr(0))))
+	if buf == nil {
+		return nil, fmt.Errorf("out of memory")
+	}
+	defer C.free(buf)
+	if C.H5Aread(aid, mt, buf) < 0 {
+		return nil, h5err("read attribute")
+	}
+	out := make([]string, n)
+	for i := range out {
+		if s := C.iw5_str_at((**C.char)(buf), C.size_t(i)); s != nil {
+			out[i] = C.GoString(s)
+		}
+	}
+	C.iw5_reclaim(mt, sid, buf)
+	return out, nil
+}
+
+// rawAttrString reads a string attribute of loc directly (hidden ones too).
+func rawAttrString(loc C.hid_t, name string) string {
+	cn := cstr(name)
+	defer free(unsafe.Pointer(cn))
+	if C.H5Aexists(loc, cn) <= 0 {
+		return ""
+	}
+	aid := C.H5Aopen(loc, cn, C.iw5_p_default())
+	if aid < 0 {
+		return ""
+	}
+	defer C.H5Aclose(aid)
+	a, ok, err := readAttr(aid)
+	if !ok || err != nil {
+		return ""
+	}
+	return a.String()
+}
+
+var _ = math.NaN

@@ -1,0 +1,134 @@
+package helper
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+
+	"github.com/iowarp/iowarp/formats/omni"
+)
+
+const (
+	envHelper = "IOWARP_FORMAT_HELPER"
+	envMemory = "IOWARP_FORMAT_HELPER_MEMORY"
+	maxMsg    = 64 << 10
+)
+
+// request is one datagram from the caller; a read carries the memfd.
+type request struct {
+	Op   string          `json:"op"` // open, read, ping
+	Path string          `json:"path,omitempty"`
+	Var  string          `json:"var,omitempty"`
+	Slab *omni.Hyperslab `json:"slab,omitempty"`
+	Off  int64           `json:"off,omitempty"` // where in the passed fd the data goes
+}
+
+// response answers a request; open and string reads carry a memfd.
+type response struct {
+	Err  string `json:"err,omitempty"`
+	Kind string `json:"kind,omitempty"` // the omni sentinel of Err
+	Size int64  `json:"size,omitempty"` // bytes of data written or in the fd
+}
+
+var kinds = []struct {
+	name string
+	err  error
+}{
+	{"notfound", omni.ErrNotFound}, {"invalid", omni.ErrInvalid},
+	{"unsupported", omni.ErrNotSupported}, {"corrupt", omni.ErrCorrupt},
+	{"notexist", os.ErrNotExist}, {"permission", os.ErrPermission},
+}
+
+func kindOf(err error) string {
+	for _, k := range kinds {
+		if errors.Is(err, k.err) {
+			return k.name
+		}
+	}
+	return ""
+}
+
+// remoteError is an error reported by a helper; errors.Is matches the
+// omni sentinel it was wrapping there.
+type remoteError struct {
+	msg  string
+	kind error
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.kind }
+
+func (r *response) err() error {
+	if r.Err == "" {
+		return nil
+	}
+	e := &remoteError{msg: r.Err}
+	for _, k := range kinds {
+		if k.name == r.Kind {
+			e.kind = k.err
+		}
+	}
+	return e
+}
+
+func send(c *net.UnixConn, v any, f *os.File) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if f != nil {
+		oob = syscall.UnixRights(int(f.Fd()))
+	}
+	_, _, err = c.WriteMsgUnix(b, oob, nil)
+	return err
+}
+
+// recv reads one datagram into v and returns the fd it carried, if any.
+func recv(c *net.UnixConn, v any) (*os.File, error) {
+	buf := make([]byte, maxMsg)
+	oob := make([]byte, syscall.CmsgSpace(4*4))
+	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("connection closed")
+	}
+	f, ferr := takeFD(oob[:oobn])
+	if err := json.Unmarshal(buf[:n], v); err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return nil, fmt.Errorf("bad message: %w", err)
+	}
+	return f, ferr
+}
+
+func takeFD(oob []byte) (*os.File, error) {
+	if len(oob) == 0 {
+		return nil, nil
+	}
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var out *os.File
+	for _, m := range msgs {
+		fds, err := syscall.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if out == nil {
+				out = os.NewFile(uintptr(fd), "passed-fd")
+			} else {
+				syscall.Close(fd)
+			}
+		}
+	}
+	return out, nil
+}

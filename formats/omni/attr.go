@@ -1,0 +1,199 @@
+package omni
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Attribute is a typed name/value pair of a group or variable. Value holds
+// one of []int64 (signed types), []uint64 (unsigned, bool), []float64
+// (float32, float64) or []string (String and S<n>): a one-element slice is
+// a scalar attribute.
+type Attribute struct {
+	Name  string
+	Type  DType
+	Value any
+}
+
+// StringAttr, FloatAttr and IntAttr build attributes.
+func StringAttr(name string, v ...string) Attribute {
+	return Attribute{Name: name, Type: String, Value: v}
+}
+
+// FloatAttr builds a float64 attribute.
+func FloatAttr(name string, v ...float64) Attribute {
+	return Attribute{Name: name, Type: Float64, Value: v}
+}
+
+// IntAttr builds an int64 attribute.
+func IntAttr(name string, v ...int64) Attribute {
+	return Attribute{Name: name, Type: Int64, Value: v}
+}
+
+// Len is the number of values.
+func (a Attribute) Len() int {
+	switch v := a.Value.(type) {
+	case []int64:
+		return len(v)
+	case []uint64:
+		return len(v)
+	case []float64:
+		return len(v)
+	case []string:
+		return len(v)
+	}
+	return 0
+}
+
+// String renders the value: strings joined by newlines, numbers by ", ".
+func (a Attribute) String() string {
+	switch v := a.Value.(type) {
+	case []string:
+		return strings.Join(v, "\n")
+	case []float64:
+		parts := make([]string, len(v))
+		bits := 64
+		if a.Type == Float32 {
+			bits = 32
+		}
+		for i, f := range v {
+			parts[i] = strconv.FormatFloat(f, 'g', -1, bits)
+		}
+		return strings.Join(parts, ", ")
+	case []int64:
+		parts := make([]string, len(v))
+		for i, n := range v {
+			parts[i] = strconv.FormatInt(n, 10)
+		}
+		return strings.Join(parts, ", ")
+	case []uint64:
+		parts := make([]string, len(v))
+		for i, n := range v {
+			parts[i] = strconv.FormatUint(n, 10)
+		}
+		return strings.Join(parts, ", ")
+	}
+	return ""
+}
+
+// Float64s returns numeric values as float64 (nil for strings).
+func (a Attribute) Float64s() []float64 {
+	switch v := a.Value.(type) {
+	case []float64:
+		return v
+	case []int64:
+		out := make([]float64, len(v))
+		for i, n := range v {
+			out[i] = float64(n)
+		}
+		return out
+	case []uint64:
+		out := make([]float64, len(v))
+		for i, n := range v {
+			out[i] = float64(n)
+		}
+		return out
+	}
+	return nil
+}
+
+type attrJSON struct {
+	Name  string          `json:"name"`
+	Type  DType           `json:"type"`
+	Value json.RawMessage `json:"value"`
+}
+
+// MarshalJSON writes {"name","type","value":[...]}; non-finite floats are
+// the strings "NaN", "Infinity", "-Infinity".
+func (a Attribute) MarshalJSON() ([]byte, error) {
+	var val any = a.Value
+	if f, ok := a.Value.([]float64); ok {
+		out := make([]any, len(f))
+		for i, x := range f {
+			out[i] = jsonFloat(x)
+		}
+		val = out
+	}
+	raw, err := json.Marshal(val)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(attrJSON{Name: a.Name, Type: a.Type, Value: raw})
+}
+
+func jsonFloat(x float64) any {
+	switch {
+	case math.IsNaN(x):
+		return "NaN"
+	case math.IsInf(x, 1):
+		return "Infinity"
+	case math.IsInf(x, -1):
+		return "-Infinity"
+	}
+	return x
+}
+
+// UnmarshalJSON is the inverse of MarshalJSON; the value must match the type.
+func (a *Attribute) UnmarshalJSON(b []byte) error {
+	var j attrJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	if !j.Type.Valid() {
+		return fmt.Errorf("attribute %q: type %q: %w", j.Name, j.Type, ErrInvalid)
+	}
+	var val any
+	var err error
+	switch {
+	case j.Type.IsString():
+		var s []string
+		err = json.Unmarshal(j.Value, &s)
+		val = s
+	case j.Type.IsFloat():
+		val, err = decodeFloats(j.Value)
+	case j.Type.IsSigned():
+		var s []int64
+		err = json.Unmarshal(j.Value, &s)
+		val = s
+	default:
+		var s []uint64
+		err = json.Unmarshal(j.Value, &s)
+		val = s
+	}
+	if err != nil {
+		return fmt.Errorf("attribute %q: %w: %v", j.Name, ErrInvalid, err)
+	}
+	*a = Attribute{Name: j.Name, Type: j.Type, Value: val}
+	return nil
+}
+
+func decodeFloats(raw json.RawMessage) ([]float64, error) {
+	var items []any
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(items))
+	for i, it := range items {
+		switch x := it.(type) {
+		case float64:
+			out[i] = x
+		case string:
+			switch x {
+			case "NaN":
+				out[i] = math.NaN()
+			case "Infinity":
+				out[i] = math.Inf(1)
+			case "-Infinity":
+				out[i] = math.Inf(-1)
+			default:
+				return nil, fmt.Errorf("float value %q", x)
+			}
+		default:
+			return nil, fmt.Errorf("float value %v", it)
+		}
+	}
+	return out, nil
+}

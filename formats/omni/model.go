@@ -1,0 +1,238 @@
+package omni
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Errors of the model and its parsers, matched with errors.Is.
+var (
+	// ErrNotFound: no such variable, group, dimension or attribute.
+	ErrNotFound = errors.New("not found")
+	// ErrNotSupported: a valid file or request using a feature iowarp does not handle.
+	ErrNotSupported = errors.New("not supported")
+	// ErrInvalid: a malformed path, selection, schema or job file.
+	ErrInvalid = errors.New("invalid")
+	// ErrCorrupt: the file's bytes contradict its own format.
+	ErrCorrupt = errors.New("corrupt file")
+)
+
+// Dataset is one file (or store) seen through the OMNI model.
+type Dataset struct {
+	Path   string `json:"path"`   // the file the dataset was read from
+	Format string `json:"format"` // hdf5, netcdf3, netcdf4, zarr, csv, jsonl, parquet
+	Root   *Group `json:"root"`
+}
+
+// Group is a node of the dataset tree. Compound HDF5 datasets are groups
+// with Compound set, their fields being the group's variables.
+type Group struct {
+	Name      string       `json:"name"` // "" for the root
+	Path      string       `json:"path"` // "/" for the root, else "/a/b"
+	NXClass   string       `json:"nx_class,omitempty"`
+	Compound  bool         `json:"compound,omitempty"`
+	Attrs     []Attribute  `json:"attrs,omitempty"`
+	Dims      []*Dimension `json:"dims,omitempty"`
+	Variables []*Variable  `json:"variables,omitempty"`
+	Groups    []*Group     `json:"groups,omitempty"`
+}
+
+// Dimension is a named axis declared in a group and visible below it.
+type Dimension struct {
+	Name      string `json:"name"`
+	Size      int64  `json:"size"`
+	Unlimited bool   `json:"unlimited,omitempty"`
+	Coord     string `json:"coord,omitempty"` // path of the coordinate variable, "" if none
+}
+
+// Variable is an N-D array. Shape is empty for a scalar.
+type Variable struct {
+	Name    string      `json:"name"`
+	Path    string      `json:"path"` // "/group/name"
+	DType   DType       `json:"dtype"`
+	Shape   []int64     `json:"shape"`
+	Dims    []string    `json:"dims"` // one name per axis
+	Chunks  []int64     `json:"chunks,omitempty"`
+	Filters []string    `json:"filters,omitempty"` // deflate, shuffle, fletcher32, zlib, ...
+	Attrs   []Attribute `json:"attrs,omitempty"`
+}
+
+// NewDataset returns a dataset with an empty root group.
+func NewDataset(path, format string) *Dataset {
+	return &Dataset{Path: path, Format: format, Root: &Group{Path: "/"}}
+}
+
+// Child returns the child group name of g, creating it.
+func (g *Group) Child(name string) *Group {
+	for _, c := range g.Groups {
+		if c.Name == name {
+			return c
+		}
+	}
+	c := &Group{Name: name, Path: JoinPath(g.Path, name)}
+	g.Groups = append(g.Groups, c)
+	return c
+}
+
+// AddVariable appends v to g, setting its Path.
+func (g *Group) AddVariable(v *Variable) *Variable {
+	v.Path = JoinPath(g.Path, v.Name)
+	g.Variables = append(g.Variables, v)
+	return v
+}
+
+// AddDim declares d in g, replacing a dimension of the same name.
+func (g *Group) AddDim(d *Dimension) *Dimension {
+	for i, old := range g.Dims {
+		if old.Name == d.Name {
+			g.Dims[i] = d
+			return d
+		}
+	}
+	g.Dims = append(g.Dims, d)
+	return d
+}
+
+// JoinPath joins a group path and a name.
+func JoinPath(dir, name string) string {
+	if dir == "" || dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
+}
+
+// cleanPath makes p absolute and clean ("a/b" → "/a/b").
+func cleanPath(p string) string {
+	return path.Clean("/" + p)
+}
+
+// Walk calls fn for every group, parents first.
+func (ds *Dataset) Walk(fn func(g *Group)) {
+	var walk func(g *Group)
+	walk = func(g *Group) {
+		fn(g)
+		for _, c := range g.Groups {
+			walk(c)
+		}
+	}
+	if ds.Root != nil {
+		walk(ds.Root)
+	}
+}
+
+// Variables returns every variable of the dataset, in tree order.
+func (ds *Dataset) Variables() []*Variable {
+	var out []*Variable
+	ds.Walk(func(g *Group) { out = append(out, g.Variables...) })
+	return out
+}
+
+// Group returns the group at path p.
+func (ds *Dataset) Group(p string) (*Group, error) {
+	p = cleanPath(p)
+	g := ds.Root
+	if p == "/" {
+		return g, nil
+	}
+	for _, part := range strings.Split(p[1:], "/") {
+		var next *Group
+		for _, c := range g.Groups {
+			if c.Name == part {
+				next = c
+				break
+			}
+		}
+		if next == nil {
+			return nil, fmt.Errorf("group %s: %w", p, ErrNotFound)
+		}
+		g = next
+	}
+	return g, nil
+}
+
+// Var returns the variable at path p ("temperature" is "/temperature").
+func (ds *Dataset) Var(p string) (*Variable, error) {
+	p = cleanPath(p)
+	dir, name := path.Split(p)
+	g, err := ds.Group(dir)
+	if err != nil {
+		return nil, fmt.Errorf("variable %s: %w", p, ErrNotFound)
+	}
+	for _, v := range g.Variables {
+		if v.Name == name {
+			return v, nil
+		}
+	}
+	return nil, fmt.Errorf("variable %s: %w", p, ErrNotFound)
+}
+
+// Dim resolves the dimension name as seen from the group at path from:
+// the nearest declaration walking up to the root.
+func (ds *Dataset) Dim(from, name string) (*Dimension, error) {
+	for p := cleanPath(from); ; p = path.Dir(p) {
+		if g, err := ds.Group(p); err == nil {
+			for _, d := range g.Dims {
+				if d.Name == name {
+					return d, nil
+				}
+			}
+		}
+		if p == "/" {
+			return nil, fmt.Errorf("dimension %s: %w", name, ErrNotFound)
+		}
+	}
+}
+
+// Coord returns the coordinate variable of axis i of v, if any: the
+// dimension's declared Coord, else a 1-D variable named like the dimension
+// in v's group or above (the NetCDF convention).
+func (ds *Dataset) Coord(v *Variable, i int) (*Variable, error) {
+	if i < 0 || i >= len(v.Dims) {
+		return nil, fmt.Errorf("axis %d of %s: %w", i, v.Path, ErrNotFound)
+	}
+	dir := path.Dir(v.Path)
+	if d, err := ds.Dim(dir, v.Dims[i]); err == nil && d.Coord != "" {
+		return ds.Var(d.Coord)
+	}
+	for p := dir; ; p = path.Dir(p) {
+		if c, err := ds.Var(JoinPath(p, v.Dims[i])); err == nil && len(c.Shape) == 1 && c.Shape[0] == v.Shape[i] {
+			return c, nil
+		}
+		if p == "/" {
+			return nil, fmt.Errorf("coordinate of %s axis %s: %w", v.Path, v.Dims[i], ErrNotFound)
+		}
+	}
+}
+
+// Attr returns the attribute name of attrs.
+func Attr(attrs []Attribute, name string) (Attribute, bool) {
+	for _, a := range attrs {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return Attribute{}, false
+}
+
+// AttrString returns the string attribute name, or "".
+func AttrString(attrs []Attribute, name string) string {
+	a, ok := Attr(attrs, name)
+	if !ok {
+		return ""
+	}
+	return a.String()
+}
+
+// Len is the number of elements of v (1 for a scalar).
+func (v *Variable) Len() int64 { return NumElements(v.Shape) }
+
+// NumElements is the product of shape (1 for a scalar).
+func NumElements(shape []int64) int64 {
+	n := int64(1)
+	for _, s := range shape {
+		n *= s
+	}
+	return n
+}

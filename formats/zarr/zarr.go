@@ -1,0 +1,429 @@
+// Package zarr reads and writes Zarr v2 directory stores as OMNI datasets
+// (formats/omni): groups (.zgroup) are groups, arrays (.zarray) are
+// variables, .zattrs are attributes and xarray's _ARRAY_DIMENSIONS names
+// the axes. Compressors raw, zlib, gzip and zstd are supported (blosc is
+// not: such arrays are listed but reading them fails with
+// omni.ErrNotSupported); C order only; big-endian dtypes are swapped.
+//
+// The OMNI on-disk format ("export --format omni") is a Zarr v2 store
+// written by Write: CF attributes kept, _ARRAY_DIMENSIONS on every array
+// (so xarray.open_zarr reads it), zlib chunks (numcodecs reads them), and
+// an omni.json manifest at the root holding the full typed schema, which
+// this reader prefers for attribute types and dimensions.
+//
+// A Store is safe for concurrent use (it reads files; nothing is cached).
+package zarr
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/iowarp/iowarp/formats/omni"
+)
+
+// Manifest is the name of the OMNI manifest at the root of a store.
+const Manifest = "omni.json"
+
+func init() {
+	omni.Register(omni.Driver{
+		Name:  "zarr",
+		Sniff: sniff,
+		Open:  func(p string) (omni.Reader, error) { return Open(p) },
+		Write: Write,
+	})
+	omni.Register(omni.Driver{Name: "omni", Write: Write})
+}
+
+func sniff(p string, head []byte) bool {
+	if head != nil {
+		return false
+	}
+	for _, n := range []string{".zgroup", ".zarray", Manifest} {
+		if _, err := os.Stat(filepath.Join(p, n)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// arrayMeta is .zarray.
+type arrayMeta struct {
+	ZarrFormat int             `json:"zarr_format"`
+	Shape      []int64         `json:"shape"`
+	Chunks     []int64         `json:"chunks"`
+	DType      string          `json:"dtype"`
+	Compressor *codec          `json:"compressor"`
+	FillValue  json.RawMessage `json:"fill_value"`
+	Order      string          `json:"order"`
+	Filters    []codec         `json:"filters"`
+	Separator  string          `json:"dimension_separator,omitempty"`
+}
+
+type codec struct {
+	ID    string `json:"id"`
+	Level *int   `json:"level,omitempty"`
+}
+
+// Store is an open Zarr v2 store.
+type Store struct {
+	dir    string
+	ds     *omni.Dataset
+	arrays map[string]*array
+}
+
+type array struct {
+	v       *omni.Variable
+	dir     string
+	meta    arrayMeta
+	size    int
+	swap    bool // big-endian on disk
+	fill    []byte
+	readErr error // why the array cannot be read, nil if it can
+}
+
+var _ omni.Reader = (*Store)(nil)
+
+// Open reads the metadata of the store at dir.
+func Open(dir string) (*Store, error) {
+	s := &Store{dir: dir, ds: omni.NewDataset(dir, "zarr"), arrays: map[string]*array{}}
+	if _, err := os.Stat(filepath.Join(dir, ".zarray")); err == nil {
+		return nil, fmt.Errorf("%s: a bare array store: %w", dir, omni.ErrNotSupported)
+	}
+	if err := s.group(dir, s.ds.Root, 0); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	s.applyManifest()
+	s.declareDims()
+	return s, nil
+}
+
+// Dataset returns the tree.
+func (s *Store) Dataset() *omni.Dataset { return s.ds }
+
+// Close is a no-op.
+func (s *Store) Close() error { return nil }
+
+func (s *Store) group(dir string, g *omni.Group, depth int) error {
+	if depth > 64 {
+		return fmt.Errorf("groups nested deeper than 64: %w", omni.ErrCorrupt)
+	}
+	attrs, _, err := readAttrs(dir)
+	if err != nil {
+		return err
+	}
+	g.Attrs = attrs
+	g.NXClass = omni.AttrString(attrs, omni.AttrNXClass)
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, de := range des {
+		if !de.IsDir() || strings.HasPrefix(de.Name(), ".") {
+			continue
+		}
+		sub := filepath.Join(dir, de.Name())
+		switch {
+		case exists(filepath.Join(sub, ".zarray")):
+			if err := s.array(sub, g, de.Name()); err != nil {
+				return fmt.Errorf("array %s: %w", de.Name(), err)
+			}
+		case exists(filepath.Join(sub, ".zgroup")):
+			if err := s.group(sub, g.Child(de.Name()), depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func (s *Store) array(dir string, g *omni.Group, name string) error {
+	b, err := os.ReadFile(filepath.Join(dir, ".zarray"))
+	if err != nil {
+		return err
+	}
+	var m arrayMeta
+	if err := json.Unmarshal(sanitizeJSON(b), &m); err != nil {
+		return fmt.Errorf(".zarray: %w: %v", omni.ErrCorrupt, err)
+	}
+	if m.ZarrFormat != 2 || len(m.Chunks) != len(m.Shape) {
+		return fmt.Errorf(".zarray: zarr_format %d, %d chunk dims for %d: %w", m.ZarrFormat, len(m.Chunks), len(m.Shape), omni.ErrCorrupt)
+	}
+	for i, n := range m.Shape {
+		if n < 0 || m.Chunks[i] <= 0 {
+			return fmt.Errorf(".zarray: shape %v chunks %v: %w", m.Shape, m.Chunks, omni.ErrCorrupt)
+		}
+	}
+	t, swap, err := parseDType(m.DType)
+	if err != nil {
+		return nil // dtypes with no OMNI form are not exposed
+	}
+	attrs, dims, err := readAttrs(dir)
+	if err != nil {
+		return err
+	}
+	if len(dims) != len(m.Shape) {
+		dims = make([]string, len(m.Shape))
+		for i := range dims {
+			dims[i] = fmt.Sprintf("%s_dim%d", name, i)
+		}
+	}
+	v := g.AddVariable(&omni.Variable{Name: name, DType: t, Shape: m.Shape, Dims: dims, Chunks: m.Chunks, Attrs: attrs})
+	a := &array{v: v, dir: dir, meta: m, size: t.Size(), swap: swap}
+	if m.Compressor != nil {
+		v.Filters = []string{m.Compressor.ID}
+	}
+	a.readErr = a.checkReadable()
+	a.fill = fillBytes(t, m.FillValue)
+	if f := fillAttr(t, m.FillValue); f != nil {
+		v.Attrs = append(v.Attrs, *f)
+	}
+	s.arrays[v.Path] = a
+	return nil
+}
+
+func (a *array) checkReadable() error {
+	if a.meta.Order != "" && a.meta.Order != "C" {
+		return fmt.Errorf("order %q: %w", a.meta.Order, omni.ErrNotSupported)
+	}
+	if len(a.meta.Filters) > 0 {
+		return fmt.Errorf("filters %v: %w", a.meta.Filters, omni.ErrNotSupported)
+	}
+	if a.meta.Compressor != nil {
+		if _, err := decompressor(a.meta.Compressor.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseDType maps a NumPy type string to an OMNI dtype.
+func parseDType(s string) (omni.DType, bool, error) {
+	swap := len(s) > 2 && s[0] == '>' && s[2:] != "1"
+	if swap {
+		s = "<" + s[1:]
+	}
+	t, err := omni.ParseNumpyDescr(s)
+	return t, swap, err
+}
+
+// readAttrs reads .zattrs: attributes, and _ARRAY_DIMENSIONS apart.
+func readAttrs(dir string) ([]omni.Attribute, []string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ".zattrs"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(sanitizeJSON(b), &raw); err != nil {
+		return nil, nil, fmt.Errorf(".zattrs: %w: %v", omni.ErrCorrupt, err)
+	}
+	var dims []string
+	var out []omni.Attribute
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if k == "_ARRAY_DIMENSIONS" {
+			json.Unmarshal(raw[k], &dims)
+			continue
+		}
+		if a, ok := jsonAttr(k, raw[k]); ok {
+			out = append(out, a)
+		}
+	}
+	return out, dims, nil
+}
+
+// jsonAttr types a JSON attribute value: strings, integers (int64) or
+// numbers (float64), scalar or list; other values are kept as JSON text.
+func jsonAttr(name string, raw json.RawMessage) (omni.Attribute, bool) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return omni.Attribute{}, false
+	}
+	items, isList := v.([]any)
+	if !isList {
+		items = []any{v}
+	}
+	if len(items) == 0 {
+		return omni.Attribute{}, false
+	}
+	var ss []string
+	var fs []float64
+	var is []int64
+	allInt := true
+	for _, it := range items {
+		switch x := it.(type) {
+		case string:
+			if f, ok := specialFloat(x); ok && len(ss) == 0 {
+				fs = append(fs, f)
+				allInt = false
+				continue
+			}
+			ss = append(ss, x)
+		case json.Number:
+			f, _ := x.Float64()
+			fs = append(fs, f)
+			n, err := strconv.ParseInt(string(x), 10, 64)
+			allInt = allInt && err == nil
+			is = append(is, n)
+		case bool:
+			n := int64(0)
+			if x {
+				n = 1
+			}
+			fs, is = append(fs, float64(n)), append(is, n)
+		default:
+			return omni.StringAttr(name, string(raw)), true
+		}
+	}
+	switch {
+	case len(ss) == len(items):
+		return omni.StringAttr(name, ss...), true
+	case len(fs) == len(items) && allInt:
+		return omni.IntAttr(name, is...), true
+	case len(fs) == len(items):
+		return omni.FloatAttr(name, fs...), true
+	}
+	return omni.StringAttr(name, string(raw)), true
+}
+
+func specialFloat(s string) (float64, bool) {
+	switch s {
+	case "NaN":
+		return math.NaN(), true
+	case "Infinity":
+		return math.Inf(1), true
+	case "-Infinity":
+		return math.Inf(-1), true
+	}
+	return 0, false
+}
+
+// sanitizeJSON quotes the NaN, Infinity and -Infinity literals Python's
+// json module writes, so encoding/json accepts them.
+func sanitizeJSON(b []byte) []byte {
+	if !bytes.Contains(b, []byte("NaN")) && !bytes.Contains(b, []byte("Infinity")) {
+		return b
+	}
+	var out []byte
+	inStr, esc := false, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inStr {
+			out = append(out, c)
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		if c == '"' {
+			inStr = true
+		}
+		replaced := false
+		for _, tok := range []string{"-Infinity", "Infinity", "NaN"} {
+			if bytes.HasPrefix(b[i:], []byte(tok)) {
+				out = append(out, '"')
+				out = append(out, tok...)
+				out = append(out, '"')
+				i += len(tok) - 1
+				replaced = true
+				break
+			}
+		}
+		if !replaced {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func fillBytes(t omni.DType, raw json.RawMessage) []byte {
+	out := make([]byte, t.Size())
+	f := fillAttr(t, raw)
+	if f == nil {
+		return out
+	}
+	encodeNumber(t, f.Float64s()[0], out)
+	return out
+}
+
+func fillAttr(t omni.DType, raw json.RawMessage) *omni.Attribute {
+	if len(raw) == 0 || string(raw) == "null" || t.IsString() {
+		return nil
+	}
+	a, ok := jsonAttr("_FillValue", raw)
+	if !ok || a.Len() != 1 || a.Float64s() == nil {
+		return nil
+	}
+	a.Type = t
+	if t.IsFloat() {
+		a.Value = a.Float64s()
+	}
+	return &a
+}
+
+// applyManifest takes attribute types and dimensions from omni.json when
+// the store has one that matches the arrays.
+func (s *Store) applyManifest() {
+	b, err := os.ReadFile(filepath.Join(s.dir, Manifest))
+	if err != nil {
+		return
+	}
+	var m manifest
+	if json.Unmarshal(b, &m) != nil || m.Schema == nil || m.Schema.Validate() != nil {
+		return
+	}
+	s.ds.Walk(func(g *omni.Group) {
+		mg, err := m.Schema.Group(g.Path)
+		if err != nil {
+			return
+		}
+		g.Attrs, g.NXClass, g.Compound = mg.Attrs, mg.NXClass, mg.Compound
+		g.Dims = mg.Dims
+		for _, v := range g.Variables {
+			if mv, err := m.Schema.Var(v.Path); err == nil && len(mv.Dims) == len(v.Dims) {
+				v.Attrs, v.Dims = mv.Attrs, mv.Dims
+			}
+		}
+	})
+}
+
+// declareDims declares, in the root group, every axis name not declared
+// anywhere visible, with the coordinate variable of the same name if any.
+func (s *Store) declareDims() {
+	for _, v := range s.ds.Variables() {
+		for i, name := range v.Dims {
+			dir := filepath.Dir(v.Path)
+			if _, err := s.ds.Dim(dir, name); err == nil {
+				continue
+			}
+			d := &omni.Dimension{Name: name, Size: v.Shape[i]}
+			if c, err := s.ds.Var(omni.JoinPath("/", name)); err == nil && len(c.Shape) == 1 {
+				d.Coord = c.Path
+			}
+			s.ds.Root.AddDim(d)
+		}
+	}
+}
