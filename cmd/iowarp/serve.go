@@ -38,6 +38,7 @@ type daemon struct {
 	fsys *files.FS
 	ctl  *control.Server
 	srv  *fusefs.Server
+	ipc  *ipcDaemon // runtime and client ipc (ipcserve.go)
 }
 
 // serve checks, mounts, reports readiness on ready (if not nil), serves
@@ -117,6 +118,9 @@ func (d *daemon) open() error {
 	if err != nil {
 		return err
 	}
+	if d.ipc, err = startIPC(cfg, d.pool, d.fsys); err != nil {
+		return err
+	}
 	d.srv, err = fusefs.Mount(cfg.Mount, d.fsys, fusefs.Options{
 		AllowOther:  cfg.AllowOther,
 		Debug:       logrus.IsLevelEnabled(logrus.TraceLevel),
@@ -194,6 +198,7 @@ func (d *daemon) close() error {
 	if d.srv != nil {
 		note("unmount "+d.cfg.Mount, d.srv.Unmount())
 	}
+	note("stop ipc", d.ipc.Close())
 	if d.fsys != nil {
 		start := time.Now()
 		note("drain to "+backingName(d.cfg), d.fsys.Close())

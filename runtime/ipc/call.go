@@ -216,8 +216,18 @@ func (call *Call) result() (runtime.Result, error) {
 	if msg == "" {
 		return res, sentinel
 	}
-	return res, fmt.Errorf("%s: %w", msg, sentinel)
+	return res, &RemoteError{Msg: msg, Err: sentinel}
 }
+
+// RemoteError is a method's error as the daemon reported it: its message,
+// and the runtime sentinel of its code (errors.Is works on it).
+type RemoteError struct {
+	Msg string
+	Err error
+}
+
+func (e *RemoteError) Error() string { return e.Msg }
+func (e *RemoteError) Unwrap() error { return e.Err }
 
 // reapUntil consumes completions, delivering each to its call, until
 // call is done or the connection is dead (then every pending call fails).

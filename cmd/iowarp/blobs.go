@@ -1,0 +1,222 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iowarp/iowarp/client"
+	"github.com/iowarp/iowarp/runtime"
+)
+
+// ipcTarget names the daemon the blob commands talk to over ipc.
+type ipcTarget struct {
+	socket, controlDir, mount string
+}
+
+func (t *ipcTarget) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&t.socket, "socket", "", "ipc socket of the daemon (env "+client.EnvSocket+")")
+	f.StringVar(&t.controlDir, "control-dir", "", "directory of the daemon's sockets (env "+client.EnvControlDir+")")
+	f.StringVar(&t.mount, "mount", "", "mount point the daemon serves (default /iowarp; env "+client.EnvMount+")")
+}
+
+func (t *ipcTarget) connect() (*client.Client, error) {
+	o := client.Options{Socket: t.socket, ControlDir: t.controlDir, Mount: t.mount}
+	if o.Mount != "" {
+		abs, err := filepath.Abs(o.Mount)
+		if err != nil {
+			return nil, err
+		}
+		o.Mount = abs
+	}
+	c, err := client.Connect(o)
+	if err != nil {
+		return nil, fmt.Errorf("%w (is a daemon running? see --socket, --mount, --control-dir)", err)
+	}
+	return c, nil
+}
+
+// withBucket connects and opens bucket, runs f, and closes both.
+func (t *ipcTarget) withBucket(bucket string, f func(*client.Client, *client.Bucket) error) error {
+	c, err := t.connect()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	b, err := c.Bucket(bucket)
+	if err != nil {
+		return err
+	}
+	return f(c, b)
+}
+
+// newBlobCmds are the commands on a running daemon's buckets and blobs.
+func newBlobCmds() []*cobra.Command {
+	return []*cobra.Command{newPutCmd(), newGetCmd(), newLsCmd(), newRmCmd(), newBenchCmd()}
+}
+
+func newPutCmd() *cobra.Command {
+	var t ipcTarget
+	cmd := &cobra.Command{
+		Use:   "put BUCKET BLOB [FILE|-]",
+		Short: "Store FILE (or stdin) as BLOB in BUCKET of the running daemon's buffer pool",
+		Args:  cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := readInput(args[2:])
+			if err != nil {
+				return err
+			}
+			return t.withBucket(args[0], func(_ *client.Client, b *client.Bucket) error {
+				return b.Put(args[1], data)
+			})
+		},
+	}
+	t.register(cmd)
+	return cmd
+}
+
+func readInput(args []string) ([]byte, error) {
+	if len(args) == 0 || args[0] == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(args[0])
+}
+
+func newGetCmd() *cobra.Command {
+	var t ipcTarget
+	cmd := &cobra.Command{
+		Use:   "get BUCKET BLOB [FILE|-]",
+		Short: "Write BLOB of BUCKET to FILE (or stdout)",
+		Args:  cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return t.withBucket(args[0], func(_ *client.Client, b *client.Bucket) error {
+				data, err := b.Get(args[1])
+				if err != nil {
+					return err
+				}
+				if len(args) < 3 || args[2] == "-" {
+					_, err = os.Stdout.Write(data)
+					return err
+				}
+				return os.WriteFile(args[2], data, 0o644)
+			})
+		},
+	}
+	t.register(cmd)
+	return cmd
+}
+
+func newLsCmd() *cobra.Command {
+	var t ipcTarget
+	cmd := &cobra.Command{
+		Use:   "ls [BUCKET]",
+		Short: "List the running daemon's buckets, or the blobs of BUCKET",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := t.connect()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if len(args) == 0 {
+				names, err := c.Buckets()
+				for _, n := range names {
+					fmt.Println(n)
+				}
+				return err
+			}
+			b, err := c.Bucket(args[0])
+			if err != nil {
+				return err
+			}
+			infos, err := b.List()
+			if err != nil {
+				return err
+			}
+			return printBlobs(os.Stdout, infos)
+		},
+	}
+	t.register(cmd)
+	return cmd
+}
+
+func printBlobs(w io.Writer, infos []client.BlobInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "BLOB\tSIZE\tTIER\tDIRTY\tVERSION\tREADS\tLAST USED\tTAGS")
+	for _, i := range infos {
+		var tags []string
+		for k, v := range i.Tags {
+			tags = append(tags, k+"="+v)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%d\t%s\t%s\n", i.Name, runtime.FormatSize(i.Size), i.Tier, i.Dirty,
+			i.Version, i.Reads, i.LastUsed.Format(time.RFC3339), strings.Join(tags, ","))
+	}
+	return tw.Flush()
+}
+
+func newRmCmd() *cobra.Command {
+	var t ipcTarget
+	var bucket bool
+	cmd := &cobra.Command{
+		Use:   "rm BUCKET BLOB... | rm --bucket BUCKET",
+		Short: "Delete blobs of BUCKET, or (--bucket) the whole bucket",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if bucket {
+				if len(args) != 1 {
+					return fmt.Errorf("rm --bucket takes one bucket name")
+				}
+				c, err := t.connect()
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				return c.DeleteBucket(args[0])
+			}
+			if len(args) < 2 {
+				return fmt.Errorf("rm BUCKET BLOB...: name a blob, or use --bucket to delete the bucket")
+			}
+			return t.withBucket(args[0], func(_ *client.Client, b *client.Bucket) error {
+				for _, blob := range args[1:] {
+					if err := b.Delete(blob); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+	}
+	t.register(cmd)
+	cmd.Flags().BoolVarP(&bucket, "bucket", "r", false, "delete the bucket and all its blobs")
+	return cmd
+}
+
+func newBenchCmd() *cobra.Command {
+	b := &cobra.Command{Use: "bench", Short: "Benchmarks against a running daemon"}
+	var t ipcTarget
+	var d time.Duration
+	ipcCmd := &cobra.Command{
+		Use:   "ipc",
+		Short: "Round trips (steady, after idle), tasks/s with 1 and 4 clients, Put/Get vs memcpy",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := client.Bench(t.connect, d)
+			if err != nil {
+				return err
+			}
+			r.Print(os.Stdout)
+			return nil
+		},
+	}
+	t.register(ipcCmd)
+	ipcCmd.Flags().DurationVar(&d, "time", time.Second, "time spent on each measurement")
+	b.AddCommand(ipcCmd)
+	return b
+}
