@@ -47,9 +47,11 @@ go-check:
 		echo "deps: Go $$have"; \
 	fi
 
-## build: bin/iowarp
+## build: bin/iowarp and bin/libiowarp.so (the LD_PRELOAD shim)
 build: go-check
 	$(GO) build -o $(BIN) ./cmd/iowarp
+	$(GO) build -buildmode=c-shared -o bin/libiowarp.so ./adapters/posix
+	rm -f bin/libiowarp.h
 
 ## run: mount iowarp on $(MOUNT) in the foreground; Ctrl-C drains and unmounts.
 run: deps build

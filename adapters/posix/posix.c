@@ -1,0 +1,667 @@
+/* posix.c: the POSIX interposers. Every wrapper first checks the fd table
+ * (an array load); an fd that is not ours goes straight to libc and never
+ * enters Go. */
+#include "shim.h"
+#include "_cgo_export.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <linux/magic.h>
+
+#ifndef FUSE_SUPER_MAGIC
+#define FUSE_SUPER_MAGIC 0x65735546
+#endif
+
+int iow_in_child;
+int iow_strict;
+int iow_ready;
+
+void *iow_dlnext(const char *name)
+{
+	void *p = dlsym(RTLD_NEXT, name);
+	if (!p) {
+		/* Only reached for functions this libc lacks (close_range before
+		 * glibc 2.34): the wrapper then reports ENOSYS. */
+		errno = ENOSYS;
+	}
+	return p;
+}
+
+#define DECL_REAL(name) static __typeof__(name) *iow_real_##name
+DECL_REAL(open);
+DECL_REAL(open64);
+DECL_REAL(openat);
+DECL_REAL(openat64);
+DECL_REAL(creat);
+DECL_REAL(creat64);
+DECL_REAL(close);
+DECL_REAL(read);
+DECL_REAL(write);
+DECL_REAL(pread);
+DECL_REAL(pread64);
+DECL_REAL(pwrite);
+DECL_REAL(pwrite64);
+DECL_REAL(readv);
+DECL_REAL(writev);
+DECL_REAL(preadv);
+DECL_REAL(preadv64);
+DECL_REAL(pwritev);
+DECL_REAL(pwritev64);
+DECL_REAL(preadv2);
+DECL_REAL(pwritev2);
+DECL_REAL(preadv64v2);
+DECL_REAL(pwritev64v2);
+DECL_REAL(lseek);
+DECL_REAL(lseek64);
+DECL_REAL(fsync);
+DECL_REAL(fdatasync);
+DECL_REAL(ftruncate);
+DECL_REAL(ftruncate64);
+DECL_REAL(dup);
+DECL_REAL(dup2);
+DECL_REAL(dup3);
+DECL_REAL(fcntl);
+DECL_REAL(socket);
+DECL_REAL(accept);
+DECL_REAL(accept4);
+DECL_REAL(pipe);
+DECL_REAL(pipe2);
+static int (*iow_real_fcntl64)(int, int, ...);
+static int (*iow_real_close_range)(unsigned, unsigned, int);
+static void (*iow_real_closefrom)(int);
+static int (*iow_real___open_2)(const char *, int);
+static int (*iow_real___open64_2)(const char *, int);
+static int (*iow_real___openat_2)(int, const char *, int);
+static int (*iow_real___openat64_2)(int, const char *, int);
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+
+static void atfork_prepare(void) { iow_fdtable_atfork_prepare(); }
+static void atfork_parent(void) { iow_fdtable_atfork_parent(); }
+static void atfork_child(void)
+{
+	iow_in_child = 1; /* the child's Go runtime has no threads: never enter it */
+	iow_fdtable_atfork_child();
+}
+
+void iow_go_init(void) { iowarpGoInit(); }
+
+__attribute__((constructor)) static void iow_init(void)
+{
+	const char *s = getenv("IOWARP_STRICT");
+	iow_strict = s && *s && strcmp(s, "0") != 0;
+	iow_fdtable_init();
+	iow_paths_init(getenv("IOWARP_PATHS"));
+	iow_report_init();
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	/* Bring the Go runtime up now: a fork before it is up would leave the
+	 * child waiting for it forever. */
+	iow_go_init();
+	__atomic_store_n(&iow_ready, 1, __ATOMIC_RELEASE);
+}
+
+/* ---- open: classify the new fd ----------------------------------------- */
+
+/* handshake asks the daemon, through the fd, for a capability. 1 = ours,
+ * 0 = not ours, -1 = an iowarp fd whose handshake failed. */
+static int handshake(int fd, struct iow_cap *cap)
+{
+	struct statfs sf;
+	if (fstatfs(fd, &sf) != 0 || sf.f_type != FUSE_SUPER_MAGIC)
+		return 0;
+	memset(cap, 0, sizeof(*cap));
+	cap->magic = IOW_CAP_MAGIC;
+	cap->version = IOW_CAP_VERSION;
+	cap->pid = (uint32_t)getpid();
+	int saved = errno;
+	if (ioctl(fd, IOW_IOC_CAP, cap) != 0) {
+		int e = errno;
+		errno = saved;
+		if (e == ENOTTY || e == ENOSYS || e == EINVAL || e == EOPNOTSUPP || e == EBADF || e == EISDIR)
+			return 0; /* not iowarp, or a daemon without the handshake */
+		return -1;
+	}
+	errno = saved;
+	if (cap->magic != IOW_CAP_MAGIC || cap->version != IOW_CAP_VERSION)
+		return -1;
+	return 1;
+}
+
+
+/* iow_track_open records a successful open. A slot still set for this
+ * number means we missed a close: it is dropped first. */
+void iow_track_open(int fd, int flags, const char *path)
+{
+	(void)path;
+	if ((unsigned)fd >= (unsigned)iow_tabsz)
+		return;
+	iow_slot_clear(fd);
+	if (flags & (O_PATH | O_DIRECTORY))
+		return;
+	struct iow_cap cap;
+	int r = handshake(fd, &cap);
+	if (r == 0)
+		return;
+	if (r < 0) {
+		IOW_ADD(handshake_fail, 1);
+		iow_warn_once(1, "iowarp: shim handshake failed; this file takes the kernel path");
+		return;
+	}
+	struct iow_ofd *o = iow_ofd_new(flags & (O_ACCMODE | O_APPEND), &cap);
+	if (!o)
+		return;
+	IOW_ADD(opens, 1);
+	if (!iow_in_child)
+		iow_attach_fast(fd, o);
+	iow_slot_set(fd, o);
+}
+
+static int strict_check(int fd)
+{
+	/* With IOWARP_STRICT a file on the mount whose handshake failed is an
+	 * error rather than a silent kernel path. */
+	if (fd >= 0 && iow_strict && iow_cnt.handshake_fail) {
+		IOW_REAL(close)(fd);
+		errno = EIO;
+		return -1;
+	}
+	return fd;
+}
+
+#define NEEDS_MODE(f) (((f) & O_CREAT) || (((f) & O_TMPFILE) == O_TMPFILE))
+#define GET_MODE(flags, mode)            \
+	do {                             \
+		if (NEEDS_MODE(flags)) { \
+			va_list ap;      \
+			va_start(ap, flags); \
+			mode = (mode_t)va_arg(ap, int); \
+			va_end(ap);      \
+		}                        \
+	} while (0)
+
+#define OPEN_BODY(call)                                           \
+	char pbuf[4096];                                          \
+	path = iow_redirect(path, pbuf, sizeof pbuf);             \
+	int fd = call;                                            \
+	if (fd >= 0) {                                            \
+		unsigned long hf = iow_cnt.handshake_fail;        \
+		iow_track_open(fd, flags, path);                  \
+		if (iow_cnt.handshake_fail != hf)                 \
+			fd = strict_check(fd);                    \
+	}                                                         \
+	return fd
+
+int open(const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	GET_MODE(flags, mode);
+	OPEN_BODY(IOW_REAL(open)(path, flags, mode));
+}
+
+int open64(const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	GET_MODE(flags, mode);
+	OPEN_BODY(IOW_REAL(open64)(path, flags, mode));
+}
+
+int openat(int dirfd, const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	GET_MODE(flags, mode);
+	OPEN_BODY(IOW_REAL(openat)(dirfd, path, flags, mode));
+}
+
+int openat64(int dirfd, const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	GET_MODE(flags, mode);
+	OPEN_BODY(IOW_REAL(openat64)(dirfd, path, flags, mode));
+}
+
+int __open_2(const char *path, int flags) { OPEN_BODY(IOW_REAL(__open_2)(path, flags)); }
+int __open64_2(const char *path, int flags) { OPEN_BODY(IOW_REAL(__open64_2)(path, flags)); }
+int __openat_2(int dirfd, const char *path, int flags) { OPEN_BODY(IOW_REAL(__openat_2)(dirfd, path, flags)); }
+int __openat64_2(int dirfd, const char *path, int flags) { OPEN_BODY(IOW_REAL(__openat64_2)(dirfd, path, flags)); }
+
+int creat(const char *path, mode_t mode)
+{
+	int flags = O_CREAT | O_WRONLY | O_TRUNC;
+	OPEN_BODY(IOW_REAL(creat)(path, mode));
+}
+
+int creat64(const char *path, mode_t mode)
+{
+	int flags = O_CREAT | O_WRONLY | O_TRUNC;
+	OPEN_BODY(IOW_REAL(creat64)(path, mode));
+}
+
+/* iow_open_flags is open(2) for the stdio layer. */
+int iow_open_flags(const char *path, int flags, mode_t mode)
+{
+	OPEN_BODY(IOW_REAL(open)(path, flags, mode));
+}
+
+/* ---- close and the fd table -------------------------------------------- */
+
+/* close takes the fd out of the table before the kernel can hand the
+ * number out again. */
+int iow_close(int fd)
+{
+	iow_slot_clear(fd);
+	return IOW_REAL(close)(fd);
+}
+
+int close(int fd)
+{
+	if (iow_maybe_ours(fd))
+		IOW_ADD(calls, 1);
+	return iow_close(fd);
+}
+
+int dup(int fd)
+{
+	int nfd = IOW_REAL(dup)(fd);
+	if (nfd >= 0)
+		iow_slot_dup(fd, nfd);
+	return nfd;
+}
+
+int dup2(int oldfd, int newfd)
+{
+	int r = IOW_REAL(dup2)(oldfd, newfd);
+	if (r >= 0 && oldfd != newfd)
+		iow_slot_dup(oldfd, newfd);
+	return r;
+}
+
+int dup3(int oldfd, int newfd, int flags)
+{
+	int r = IOW_REAL(dup3)(oldfd, newfd, flags);
+	if (r >= 0)
+		iow_slot_dup(oldfd, newfd);
+	return r;
+}
+
+static int fcntl_after(int fd, int cmd, long arg, int r)
+{
+	if (r < 0)
+		return r;
+	switch (cmd) {
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		iow_slot_dup(fd, r);
+		break;
+	case F_SETFL: {
+		struct iow_ofd *o = iow_ofd_get(fd);
+		if (o) {
+			int fl = __atomic_load_n(&o->flags, __ATOMIC_RELAXED);
+			fl = (fl & ~O_APPEND) | ((int)arg & O_APPEND);
+			__atomic_store_n(&o->flags, fl, __ATOMIC_RELAXED);
+			iow_ofd_put(o);
+		}
+		break;
+	}
+	}
+	return r;
+}
+
+int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	long arg = va_arg(ap, long);
+	va_end(ap);
+	return fcntl_after(fd, cmd, arg, IOW_REAL(fcntl)(fd, cmd, arg));
+}
+
+int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	long arg = va_arg(ap, long);
+	va_end(ap);
+	if (!iow_real_fcntl64)
+		iow_real_fcntl64 = iow_dlnext("fcntl64");
+	if (!iow_real_fcntl64)
+		return fcntl_after(fd, cmd, arg, IOW_REAL(fcntl)(fd, cmd, arg));
+	return fcntl_after(fd, cmd, arg, iow_real_fcntl64(fd, cmd, arg));
+}
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+int close_range(unsigned first, unsigned last, int flags)
+{
+	int r;
+	if (!iow_real_close_range)
+		iow_real_close_range = iow_dlnext("close_range");
+	if (iow_real_close_range)
+		r = iow_real_close_range(first, last, flags);
+	else
+		r = (int)syscall(SYS_close_range, first, last, flags);
+	if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC))
+		iow_slot_clear_range(first, last);
+	return r;
+}
+
+void closefrom(int lowfd)
+{
+	if (lowfd < 0)
+		lowfd = 0;
+	iow_slot_clear_range((unsigned)lowfd, ~0u);
+	if (!iow_real_closefrom)
+		iow_real_closefrom = iow_dlnext("closefrom");
+	if (iow_real_closefrom)
+		iow_real_closefrom(lowfd);
+	else
+		syscall(SYS_close_range, (unsigned)lowfd, ~0u, 0);
+}
+
+/* Calls that make fds we never track: a number they return cannot be ours
+ * any more (we missed its close, for example a raw syscall). */
+#define FRESH(fd) do { if ((fd) >= 0 && iow_maybe_ours(fd)) iow_slot_clear(fd); } while (0)
+
+int socket(int domain, int type, int protocol)
+{
+	int fd = IOW_REAL(socket)(domain, type, protocol);
+	FRESH(fd);
+	return fd;
+}
+
+int accept(int s, struct sockaddr *addr, socklen_t *len)
+{
+	int fd = IOW_REAL(accept)(s, addr, len);
+	FRESH(fd);
+	return fd;
+}
+
+int accept4(int s, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	int fd = IOW_REAL(accept4)(s, addr, len, flags);
+	FRESH(fd);
+	return fd;
+}
+
+int pipe(int p[2])
+{
+	int r = IOW_REAL(pipe)(p);
+	if (r == 0) {
+		FRESH(p[0]);
+		FRESH(p[1]);
+	}
+	return r;
+}
+
+int pipe2(int p[2], int flags)
+{
+	int r = IOW_REAL(pipe2)(p, flags);
+	if (r == 0) {
+		FRESH(p[0]);
+		FRESH(p[1]);
+	}
+	return r;
+}
+
+/* ---- data calls --------------------------------------------------------- */
+
+/* The fast path (fast.c) returns -2 when it cannot serve the call: the
+ * kernel path then does, with nothing moved. */
+
+static inline int fast_ok(struct iow_ofd *o) { return o->gohandle && !iow_in_child; }
+
+static ssize_t kread(ssize_t r)
+{
+	if (r > 0)
+		IOW_ADD(kernel_read, r);
+	return r;
+}
+
+static ssize_t kwrite(ssize_t r)
+{
+	if (r > 0)
+		IOW_ADD(kernel_write, r);
+	return r;
+}
+
+ssize_t iow_read(int fd, void *buf, size_t n)
+{
+	struct iow_ofd *o = iow_ofd_get(fd);
+	if (!o)
+		return IOW_REAL(read)(fd, buf, n);
+	IOW_ADD(calls, 1);
+	ssize_t r = -2;
+	if (fast_ok(o) && (o->flags & O_ACCMODE) != O_WRONLY) {
+		/* read(2) on the fast path: the kernel offset is the truth. */
+		off_t pos = IOW_REAL(lseek)(fd, 0, SEEK_CUR);
+		if (pos >= 0) {
+			r = iow_fast_pread(o, buf, n, pos);
+			if (r > 0)
+				IOW_REAL(lseek)(fd, pos + r, SEEK_SET);
+		}
+	}
+	if (r == -2)
+		r = kread(IOW_REAL(read)(fd, buf, n));
+	iow_ofd_put(o);
+	return r;
+}
+
+ssize_t read(int fd, void *buf, size_t n)
+{
+	if (!iow_maybe_ours(fd))
+		return IOW_REAL(read)(fd, buf, n);
+	return iow_read(fd, buf, n);
+}
+
+ssize_t iow_write(int fd, const void *buf, size_t n)
+{
+	struct iow_ofd *o = iow_ofd_get(fd);
+	if (!o)
+		return IOW_REAL(write)(fd, buf, n);
+	IOW_ADD(calls, 1);
+	ssize_t r = kwrite(IOW_REAL(write)(fd, buf, n));
+	iow_ofd_put(o);
+	return r;
+}
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+	if (!iow_maybe_ours(fd))
+		return IOW_REAL(write)(fd, buf, n);
+	return iow_write(fd, buf, n);
+}
+
+static ssize_t do_pread(int fd, void *buf, size_t n, off_t off, int is64)
+{
+	struct iow_ofd *o = iow_ofd_get(fd);
+	if (!o)
+		return is64 ? IOW_REAL(pread64)(fd, buf, n, off) : IOW_REAL(pread)(fd, buf, n, off);
+	IOW_ADD(calls, 1);
+	ssize_t r = -2;
+	if (fast_ok(o) && (o->flags & O_ACCMODE) != O_WRONLY && off >= 0)
+		r = iow_fast_pread(o, buf, n, off);
+	if (r == -2)
+		r = kread(IOW_REAL(pread64)(fd, buf, n, off));
+	iow_ofd_put(o);
+	return r;
+}
+
+ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+	if (!iow_maybe_ours(fd))
+		return IOW_REAL(pread)(fd, buf, n, off);
+	return do_pread(fd, buf, n, off, 0);
+}
+
+ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
+{
+	if (!iow_maybe_ours(fd))
+		return IOW_REAL(pread64)(fd, buf, n, off);
+	return do_pread(fd, buf, n, off, 1);
+}
+
+static ssize_t do_pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	struct iow_ofd *o = iow_ofd_get(fd);
+	if (!o)
+		return IOW_REAL(pwrite64)(fd, buf, n, off);
+	IOW_ADD(calls, 1);
+	ssize_t r = kwrite(IOW_REAL(pwrite64)(fd, buf, n, off));
+	iow_ofd_put(o);
+	return r;
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	if (!iow_maybe_ours(fd))
+		return IOW_REAL(pwrite)(fd, buf, n, off);
+	return do_pwrite(fd, buf, n, off);
+}
+
+ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
+{
+	if (!iow_maybe_ours(fd))
+		return IOW_REAL(pwrite64)(fd, buf, n, off);
+	return do_pwrite(fd, buf, n, off);
+}
+
+/* Vector calls: counted and sent to the kernel whole, so that their
+ * atomicity (one file position update, one O_APPEND write) is the
+ * kernel's. */
+static ssize_t iov_call(int fd, ssize_t r, int wr)
+{
+	(void)fd;
+	IOW_ADD(calls, 1);
+	return wr ? kwrite(r) : kread(r);
+}
+
+ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	ssize_t r = IOW_REAL(readv)(fd, iov, cnt);
+	return iow_maybe_ours(fd) ? iov_call(fd, r, 0) : r;
+}
+
+ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	ssize_t r = IOW_REAL(writev)(fd, iov, cnt);
+	return iow_maybe_ours(fd) ? iov_call(fd, r, 1) : r;
+}
+
+ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	ssize_t r = IOW_REAL(preadv)(fd, iov, cnt, off);
+	return iow_maybe_ours(fd) ? iov_call(fd, r, 0) : r;
+}
+
+ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
+{
+	ssize_t r = IOW_REAL(preadv64)(fd, iov, cnt, off);
+	return iow_maybe_ours(fd) ? iov_call(fd, r, 0) : r;
+}
+
+ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	ssize_t r = IOW_REAL(pwritev)(fd, iov, cnt, off);
+	return iow_maybe_ours(fd) ? iov_call(fd, r, 1) : r;
+}
+
+ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off64_t off)
+{
+	ssize_t r = IOW_REAL(pwritev64)(fd, iov, cnt, off);
+	return iow_maybe_ours(fd) ? iov_call(fd, r, 1) : r;
+}
+
+ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	ssize_t r = IOW_REAL(preadv2)(fd, iov, cnt, off, flags);
+	return iow_maybe_ours(fd) ? iov_call(fd, r, 0) : r;
+}
+
+ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	ssize_t r = IOW_REAL(pwritev2)(fd, iov, cnt, off, flags);
+	return iow_maybe_ours(fd) ? iov_call(fd, r, 1) : r;
+}
+
+ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
+{
+	ssize_t r = IOW_REAL(preadv64v2)(fd, iov, cnt, off, flags);
+	return iow_maybe_ours(fd) ? iov_call(fd, r, 0) : r;
+}
+
+ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
+{
+	ssize_t r = IOW_REAL(pwritev64v2)(fd, iov, cnt, off, flags);
+	return iow_maybe_ours(fd) ? iov_call(fd, r, 1) : r;
+}
+
+off_t iow_lseek(int fd, off_t off, int whence)
+{
+	if (iow_maybe_ours(fd))
+		IOW_ADD(calls, 1);
+	return IOW_REAL(lseek64)(fd, off, whence);
+}
+
+off_t lseek(int fd, off_t off, int whence)
+{
+	if (!iow_maybe_ours(fd))
+		return IOW_REAL(lseek)(fd, off, whence);
+	return iow_lseek(fd, off, whence);
+}
+
+off64_t lseek64(int fd, off64_t off, int whence)
+{
+	if (!iow_maybe_ours(fd))
+		return IOW_REAL(lseek64)(fd, off, whence);
+	return iow_lseek(fd, off, whence);
+}
+
+/* fsync is the durability point through the kernel door: the daemon's
+ * fsync writes every dirty page of the file back, whichever door wrote it. */
+int fsync(int fd)
+{
+	if (iow_maybe_ours(fd))
+		IOW_ADD(calls, 1);
+	return IOW_REAL(fsync)(fd);
+}
+
+int fdatasync(int fd)
+{
+	if (iow_maybe_ours(fd))
+		IOW_ADD(calls, 1);
+	return IOW_REAL(fdatasync)(fd);
+}
+
+int ftruncate(int fd, off_t len)
+{
+	if (iow_maybe_ours(fd))
+		IOW_ADD(calls, 1);
+	return IOW_REAL(ftruncate)(fd, len);
+}
+
+int ftruncate64(int fd, off64_t len)
+{
+	if (iow_maybe_ours(fd))
+		IOW_ADD(calls, 1);
+	return IOW_REAL(ftruncate64)(fd, len);
+}
+
+/* ---- Go attachments --------------------------------------------------- */
+
+void iow_ofd_release_go(struct iow_ofd *o)
+{
+	uintptr_t h = o->gohandle;
+	o->gohandle = 0;
+	if (h && !iow_in_child)
+		iowarpGoDetach(h);
+}

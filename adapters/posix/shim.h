@@ -1,0 +1,132 @@
+/* shim.h: the C side of libiowarp.so. See doc.go for the design. */
+#ifndef IOWARP_SHIM_H
+#define IOWARP_SHIM_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdint.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/ioctl.h>
+
+/* Everything declared here is internal to the library; only the
+ * interposers (declared by the system headers) are exported. */
+#pragma GCC visibility push(hidden)
+
+/* The capability the daemon returns for an fd on the mount. Its layout is
+ * shared with fusefs (shimcap.go): 256 bytes, little endian, no padding. */
+struct iow_cap {
+	uint32_t magic;     /* IOW_CAP_MAGIC */
+	uint32_t version;   /* IOW_CAP_VERSION */
+	uint64_t ino;       /* inode number on the mount */
+	uint64_t page_size; /* pool page size */
+	uint32_t pid;       /* the process (tgid) the token is bound to */
+	uint32_t uid;       /* the uid it is bound to */
+	uint32_t accmode;   /* O_RDONLY / O_WRONLY / O_RDWR of the open */
+	uint32_t flags;     /* IOW_CAPF_* */
+	uint8_t token[32];  /* HMAC-SHA256(daemon secret, ino|pid|uid|accmode) */
+	char endpoint[108]; /* ipc endpoint (Unix socket path); "" = none */
+	/* The fast path: the daemon's pid and its fds of the file's RAM-tier
+	 * segment and page table, reopened through /proc/<pid>/fd/<n> with
+	 * the access mode of the open (a read-only open maps them read-only).
+	 * -1 = no fast path for this file. */
+	uint32_t daemon_pid;
+	int32_t data_fd;
+	int32_t table_fd;
+	uint32_t pad0;
+	uint8_t pad[60];
+};
+_Static_assert(sizeof(struct iow_cap) == 256, "iow_cap layout");
+
+#define IOW_CAP_MAGIC 0x43574f49u /* "IOWC" */
+#define IOW_CAP_VERSION 1u
+/* The handshake ioctl: _IOWR so the request carries the caller's tgid. */
+#define IOW_IOC_CAP _IOWR('W', 0x57, struct iow_cap)
+
+/* An open file description of ours: shared by every fd dup'ed from it.
+ * refs counts the fd table slots holding it plus calls in flight; memory
+ * is never returned to malloc (type-stable), so a racing lookup that loses
+ * to close touches a free or recycled ofd, never unmapped memory. */
+struct iow_ofd {
+	long refs;          /* atomic; 0 = free */
+	int flags;          /* O_ACCMODE | O_APPEND of the description */
+	int child_of;       /* pid that made it (a forked child must not use Go state) */
+	struct iow_cap cap;
+	uintptr_t gohandle; /* Go-side attachment (fast path); 0 = none */
+	struct iow_ofd *next_free;
+};
+
+/* fdtable.c */
+extern int iow_tabsz;
+extern struct iow_ofd **iow_tab;
+void iow_fdtable_init(void);
+struct iow_ofd *iow_ofd_new(int flags, const struct iow_cap *cap);
+struct iow_ofd *iow_ofd_get(int fd); /* acquire a ref, NULL if not ours */
+void iow_ofd_put(struct iow_ofd *o);
+void iow_slot_set(int fd, struct iow_ofd *o); /* o already ref'd for the slot; old dropped */
+void iow_slot_clear(int fd);
+void iow_slot_dup(int oldfd, int newfd);
+void iow_slot_clear_range(unsigned first, unsigned last);
+
+static inline int iow_maybe_ours(int fd)
+{
+	return (unsigned)fd < (unsigned)iow_tabsz && __atomic_load_n(&iow_tab[fd], __ATOMIC_ACQUIRE) != NULL;
+}
+
+/* fast.c */
+int iow_attach_fast(int fd, struct iow_ofd *o);
+void iow_detach_fast(struct iow_ofd *o);
+ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off);
+ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off);
+void iow_ofd_release_go(struct iow_ofd *o);
+void iow_fdtable_atfork_prepare(void);
+void iow_fdtable_atfork_parent(void);
+void iow_fdtable_atfork_child(void);
+
+/* posix.c */
+void iow_track_open(int fd, int flags, const char *path);
+ssize_t iow_read(int fd, void *buf, size_t n);
+ssize_t iow_write(int fd, const void *buf, size_t n);
+off_t iow_lseek(int fd, off_t off, int whence);
+int iow_close(int fd);
+int iow_open_flags(const char *path, int flags, mode_t mode);
+
+/* stdio.c */
+FILE *iow_cookie_fopen(int fd, const char *mode);
+int iow_cookie_fd(FILE *fp); /* the fd behind one of our FILEs, or -1 */
+int iow_mode_flags(const char *mode, int *ok);
+
+/* paths.c */
+void iow_paths_init(const char *spec);
+const char *iow_redirect(const char *path, char *buf, size_t bufsz);
+extern int iow_paths_active;
+
+/* report.c */
+struct iow_counters {
+	unsigned long calls, opens, handshake_fail, stdio_streams, mpi_calls;
+	unsigned long fast_read, fast_write, kernel_read, kernel_write;
+	unsigned long fast_hits, fast_misses;
+};
+extern struct iow_counters iow_cnt;
+#define IOW_ADD(field, v) __atomic_fetch_add(&iow_cnt.field, (unsigned long)(v), __ATOMIC_RELAXED)
+void iow_report_init(void);
+void iow_warn_once(int which, const char *msg);
+
+/* common state */
+extern int iow_in_child;  /* set in a forked child: never enter Go */
+extern int iow_strict;    /* IOWARP_STRICT=1 */
+extern int iow_ready;     /* constructor done */
+
+/* Go exports wrapped (main.go). */
+void iow_go_init(void);
+
+/* The real libc functions, resolved with dlsym(RTLD_NEXT). */
+#define IOW_REAL(name) \
+	(*({ if (__builtin_expect(!iow_real_##name, 0)) iow_real_##name = iow_dlnext(#name); iow_real_##name; }))
+void *iow_dlnext(const char *name);
+
+#pragma GCC visibility pop
+#endif

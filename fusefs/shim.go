@@ -1,0 +1,189 @@
+package fusefs
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// The shim handshake (adapters/posix). After its open(2) on the mount
+// succeeds, libiowarp.so sends IocCap on the new fd; the answer is the
+// capability of that open: inode, page size, ipc endpoint, a token bound to
+// (inode, process, uid, access mode), and what the fast path needs to map
+// the file's RAM-tier pages. The request comes through the kernel on an fd
+// the caller really opened, so the kernel has already checked permissions
+// and names the caller (pid, uid) itself: a process cannot ask for the
+// capability of a file it could not open, nor for a wider access mode
+// than its open has. Anything else on the fd answers ENOTTY, which is also
+// what the shim gets from a daemon without the handshake: it then uses the
+// kernel path.
+//
+// While a shim handle is attached the kernel keeps no stale copy: the
+// inode's cached pages are dropped at the handshake, and every write of
+// the shim reaches the daemon through this mount or through the pool's
+// shared pages that FUSE reads serve from.
+
+// CapSize is the size of the capability record (C struct iow_cap).
+const CapSize = 256
+
+// IocCap is _IOWR('W', 0x57, struct iow_cap).
+const IocCap = 3<<30 | CapSize<<16 | 'W'<<8 | 0x57
+
+const (
+	capMagic   = 0x43574f49 // "IOWC"
+	capVersion = 1
+)
+
+// Capability is the decoded capability record; the layout matches struct
+// iow_cap in adapters/posix/shim.h.
+type Capability struct {
+	Ino       uint64
+	PageSize  uint64
+	Pid, Uid  uint32
+	AccMode   uint32
+	Flags     uint32
+	Token     [32]byte
+	Endpoint  string
+	DaemonPid uint32
+	DataFd    int32 // daemon fd of the RAM-tier segment; -1 = no fast path
+	TableFd   int32 // daemon fd of the page table; -1 = no fast path
+}
+
+// Encode writes c into b (CapSize bytes).
+func (c *Capability) Encode(b []byte) {
+	clear(b[:CapSize])
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], capMagic)
+	le.PutUint32(b[4:], capVersion)
+	le.PutUint64(b[8:], c.Ino)
+	le.PutUint64(b[16:], c.PageSize)
+	le.PutUint32(b[24:], c.Pid)
+	le.PutUint32(b[28:], c.Uid)
+	le.PutUint32(b[32:], c.AccMode)
+	le.PutUint32(b[36:], c.Flags)
+	copy(b[40:72], c.Token[:])
+	copy(b[72:179], c.Endpoint) // NUL-terminated within 108 bytes
+	le.PutUint32(b[180:], c.DaemonPid)
+	le.PutUint32(b[184:], uint32(c.DataFd))
+	le.PutUint32(b[188:], uint32(c.TableFd))
+}
+
+// DecodeCapability parses a capability record (the request half carries
+// magic, version and the caller's claimed pid).
+func DecodeCapability(b []byte) (Capability, error) {
+	var c Capability
+	if len(b) < CapSize {
+		return c, fmt.Errorf("capability of %d bytes", len(b))
+	}
+	le := binary.LittleEndian
+	if le.Uint32(b[0:]) != capMagic || le.Uint32(b[4:]) != capVersion {
+		return c, fmt.Errorf("capability magic %#x version %d", le.Uint32(b[0:]), le.Uint32(b[4:]))
+	}
+	c.Ino, c.PageSize = le.Uint64(b[8:]), le.Uint64(b[16:])
+	c.Pid, c.Uid, c.AccMode, c.Flags = le.Uint32(b[24:]), le.Uint32(b[28:]), le.Uint32(b[32:]), le.Uint32(b[36:])
+	copy(c.Token[:], b[40:72])
+	ep := b[72:180]
+	if i := bytes.IndexByte(ep, 0); i >= 0 {
+		ep = ep[:i]
+	}
+	c.Endpoint = string(ep)
+	c.DaemonPid = le.Uint32(b[180:])
+	c.DataFd, c.TableFd = int32(le.Uint32(b[184:])), int32(le.Uint32(b[188:]))
+	return c, nil
+}
+
+var (
+	secretOnce sync.Once
+	secret     [32]byte
+)
+
+// CapToken is the token of a capability: an HMAC, under a secret of this
+// daemon process, of what it is bound to. A server of shim requests
+// recomputes it from the requester's SO_PEERCRED.
+func CapToken(ino uint64, pid, uid, accMode uint32) [32]byte {
+	secretOnce.Do(func() {
+		if _, err := rand.Read(secret[:]); err != nil {
+			panic(fmt.Sprintf("fusefs: no randomness for the shim secret: %v", err))
+		}
+	})
+	var msg [20]byte
+	binary.LittleEndian.PutUint64(msg[0:], ino)
+	binary.LittleEndian.PutUint32(msg[8:], pid)
+	binary.LittleEndian.PutUint32(msg[12:], uid)
+	binary.LittleEndian.PutUint32(msg[16:], accMode)
+	m := hmac.New(sha256.New, secret[:])
+	m.Write(msg[:])
+	var t [32]byte
+	copy(t[:], m.Sum(nil))
+	return t
+}
+
+var _ fs.NodeIoctler = (*node)(nil)
+
+// Ioctl answers the shim handshake; every other ioctl is ENOTTY.
+func (n *node) Ioctl(ctx context.Context, f fs.FileHandle, cmd uint32, arg uint64, input []byte, output []byte) (int32, syscall.Errno) {
+	if cmd != IocCap {
+		return 0, syscall.ENOTTY
+	}
+	h := handleOf(f)
+	if h == nil || len(output) < CapSize {
+		return 0, syscall.ENOTTY
+	}
+	req, err := DecodeCapability(input)
+	if err != nil {
+		return 0, syscall.EPROTO
+	}
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return 0, syscall.EPROTO
+	}
+	// The kernel names the calling thread; the token is bound to its
+	// process, which must be the one the shim claims to be.
+	tgid, err := threadGroup(c.Pid)
+	if err != nil || tgid != req.Pid {
+		return 0, syscall.EPERM
+	}
+	acc := uint32(h.Flags() & syscall.O_ACCMODE)
+	ino := n.StableAttr().Ino
+	cp := Capability{Ino: ino, PageSize: uint64(n.m.fs.PageSize()), Pid: tgid, Uid: c.Uid, AccMode: acc,
+		Token: CapToken(ino, tgid, c.Uid, acc), DaemonPid: uint32(os.Getpid()), DataFd: -1, TableFd: -1}
+	shimAttach(n, h, &cp)
+	cp.Encode(output)
+	return 0, 0
+}
+
+// threadGroup returns the process (tgid) of thread tid.
+func threadGroup(tid uint32) (uint32, error) {
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(tid), 10) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.Index(b, []byte("\nTgid:"))
+	if i < 0 {
+		return 0, fmt.Errorf("no Tgid in /proc/%d/status", tid)
+	}
+	line := b[i+6:]
+	if j := bytes.IndexByte(line, '\n'); j >= 0 {
+		line = line[:j]
+	}
+	v, err := strconv.ParseUint(string(bytes.TrimSpace(line)), 10, 32)
+	return uint32(v), err
+}
+
+// shimAttach drops what the kernel cached of n (the shim's reads and
+// writes bypass the kernel from now on), asynchronously: a notification
+// sent from inside a request on the same inode could wait on it.
+func shimAttach(n *node, _ any, _ *Capability) {
+	go n.NotifyContent(0, 0)
+}
