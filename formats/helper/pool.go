@@ -181,8 +181,9 @@ func (p *Pool) call(ctx context.Context, req *request, fd *os.File) (*response, 
 	}
 	defer p.put(pr)
 	deadline := time.Now().Add(p.opt.Deadline)
+	byCtx := false
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+		deadline, byCtx = d, true
 	}
 	pr.conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { pr.conn.SetDeadline(time.Unix(1, 0)) })
@@ -194,7 +195,10 @@ func (p *Pool) call(ctx context.Context, req *request, fd *os.File) (*response, 
 		out, err = recv(pr.conn, &resp)
 	}
 	if err != nil {
-		return nil, nil, p.fail(pr, req, err, ctx)
+		if byCtx && errors.Is(err, os.ErrDeadlineExceeded) {
+			err = context.DeadlineExceeded
+		}
+		return nil, nil, p.fail(ctx, pr, req, err)
 	}
 	if e := resp.err(); e != nil {
 		if out != nil {
@@ -206,7 +210,7 @@ func (p *Pool) call(ctx context.Context, req *request, fd *os.File) (*response, 
 }
 
 // fail kills pr and returns the error of the request it was serving.
-func (p *Pool) fail(pr *proc, req *request, cause error, ctx context.Context) error {
+func (p *Pool) fail(ctx context.Context, pr *proc, req *request, cause error) error {
 	pr.dead = true
 	timedOut := errors.Is(cause, os.ErrDeadlineExceeded)
 	pr.cmd.Process.Kill()
@@ -215,8 +219,11 @@ func (p *Pool) fail(pr *proc, req *request, cause error, ctx context.Context) er
 	why := pr.tail.lastWords()
 	var err error
 	switch {
-	case ctx.Err() != nil:
-		err = fmt.Errorf("%s %s: %w", req.Op, req.Path, ctx.Err())
+	case ctx.Err() != nil || errors.Is(cause, context.DeadlineExceeded):
+		err = fmt.Errorf("%s %s: %w; helper killed", req.Op, req.Path, context.Cause(ctx))
+		if ctx.Err() == nil {
+			err = fmt.Errorf("%s %s: %w; helper killed", req.Op, req.Path, context.DeadlineExceeded)
+		}
 	case timedOut:
 		err = fmt.Errorf("%s %s: %w after %v; helper killed", req.Op, req.Path, ErrTimeout, p.opt.Deadline)
 	default:

@@ -225,7 +225,7 @@ func (v View) String() string {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			if f.Lo == f.Hi {
+			if f.Lo == f.Hi && f.Lo != "" {
 				fmt.Fprintf(&b, "%s=%s", f.Dim, f.Lo)
 			} else {
 				fmt.Fprintf(&b, "%s=%s:%s", f.Dim, f.Lo, f.Hi)

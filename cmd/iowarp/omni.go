@@ -1,0 +1,428 @@
+package main
+
+// OMNI commands: describe, export, query, assimilate. Format readers run
+// in helper processes (formats/helper: this binary re-executed), so a
+// crafted file costs a helper, never this process; writers run here, on
+// data the helpers decoded.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+
+	"github.com/iowarp/iowarp/formats/helper"
+	"github.com/iowarp/iowarp/formats/omni"
+)
+
+// commandMakers are commands other files register from init(); the root
+// command adds them (extraCommands), so new commands need no edit of main.go.
+var commandMakers []func() *cobra.Command
+
+func registerCommand(f func() *cobra.Command) { commandMakers = append(commandMakers, f) }
+
+func extraCommands() []*cobra.Command {
+	out := make([]*cobra.Command, 0, len(commandMakers))
+	for _, f := range commandMakers {
+		out = append(out, f())
+	}
+	return out
+}
+
+func init() {
+	registerCommand(newDescribeCmd)
+	registerCommand(newExportCmd)
+	registerCommand(newQueryCmd)
+	registerCommand(newAssimilateCmd)
+}
+
+// omniFlags are the flags every OMNI command shares.
+type omniFlags struct {
+	registry string
+	deadline time.Duration
+}
+
+func (o *omniFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.registry, "registry", omni.DefaultRegistryDir(),
+		"directory of assimilated datasets (env IOWARP_STATE_DIR/omni)")
+	cmd.Flags().DurationVar(&o.deadline, "deadline", 2*time.Minute, "deadline of one format-helper request")
+}
+
+func (o *omniFlags) pool() *helper.Pool {
+	return helper.New(helper.Options{Size: 2, Deadline: o.deadline, Logf: logrus.Warnf})
+}
+
+// source resolves DATASET: a file or store, else an assimilated dataset's name.
+func (o *omniFlags) source(arg string) (string, error) {
+	if _, err := os.Stat(arg); err == nil {
+		return filepath.Abs(arg)
+	}
+	if omni.ValidName(arg) {
+		if e, err := (omni.Registry{Dir: o.registry}).Get(arg); err == nil {
+			return e.Source, nil
+		}
+	}
+	return "", fmt.Errorf("%s: no such file and no assimilated dataset of that name (registry %s)", arg, o.registry)
+}
+
+func newDescribeCmd() *cobra.Command {
+	var of omniFlags
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "describe DATASET",
+		Short: "Print a dataset's groups, dimensions, variables and attributes (h5ls/ncdump -h style)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := of.source(args[0])
+			if err != nil {
+				return err
+			}
+			p := of.pool()
+			defer p.Close()
+			ds, err := p.Open(cmd.Context(), src)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				b, err := ds.Schema()
+				if err != nil {
+					return err
+				}
+				_, err = cmd.OutOrStdout().Write(b)
+				return err
+			}
+			return omni.Describe(cmd.OutOrStdout(), ds)
+		},
+	}
+	of.register(c)
+	c.Flags().BoolVar(&asJSON, "json", false, "print schema.json instead")
+	return c
+}
+
+var exportExts = map[string]string{
+	".nc": "netcdf", ".nc4": "netcdf", ".h5": "hdf5", ".hdf5": "hdf5", ".he5": "hdf5",
+	".omni": "omni", ".zarr": "omni", ".csv": "csv", ".parquet": "parquet",
+}
+
+func newExportCmd() *cobra.Command {
+	var of omniFlags
+	var format string
+	c := &cobra.Command{
+		Use:   "export DATASET OUT",
+		Short: "Write a dataset as NetCDF-4, HDF5, OMNI (Zarr v2), CSV or Parquet",
+		Long: `export reads every variable of DATASET (a file, or the name of an
+assimilated dataset) through the format helpers and writes OUT. --format
+defaults from OUT's extension (.nc, .h5, .omni/.zarr, .csv, .parquet). CSV and
+Parquet hold the data variables in long form with coordinate columns.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format == "" {
+				format = exportExts[strings.ToLower(filepath.Ext(args[1]))]
+			}
+			if format == "" {
+				return fmt.Errorf("--format is one of netcdf, hdf5, omni, csv, parquet (OUT's extension says none)")
+			}
+			return runExport(cmd.Context(), &of, args[0], args[1], format, cmd.ErrOrStderr())
+		},
+	}
+	of.register(c)
+	c.Flags().StringVar(&format, "format", "", "netcdf, hdf5, omni, csv or parquet")
+	return c
+}
+
+func runExport(ctx context.Context, of *omniFlags, arg, out, format string, progress io.Writer) error {
+	drv, err := omni.DriverNamed(format)
+	if err != nil || drv.Write == nil {
+		return fmt.Errorf("export: format %q cannot be written (netcdf, hdf5, omni, csv, parquet)", format)
+	}
+	src, err := of.source(arg)
+	if err != nil {
+		return err
+	}
+	p := of.pool()
+	defer p.Close()
+	ds, err := p.Open(ctx, src)
+	if err != nil {
+		return err
+	}
+	bar := newBar(totalBytes(ds), "export "+filepath.Base(out), progress)
+	read := func(v *omni.Variable) ([]byte, error) {
+		b, err := p.ReadAll(ctx, src, v)
+		bar.Add64(int64(len(b)))
+		return b, err
+	}
+	if err := drv.Write(out, ds, read); err != nil {
+		return fmt.Errorf("export %s to %s: %w", src, out, err)
+	}
+	bar.Finish()
+	logrus.Infof("exported %s (%s) to %s (%s)", src, ds.Format, out, format)
+	return nil
+}
+
+func totalBytes(ds *omni.Dataset) int64 {
+	var n int64
+	for _, v := range ds.Variables() {
+		n += v.Len() * int64(max(v.DType.Size(), 1))
+	}
+	return n
+}
+
+func newBar(total int64, desc string, w io.Writer) *progressbar.ProgressBar {
+	return progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(w), progressbar.OptionShowBytes(true),
+		progressbar.OptionSetDescription(desc), progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(), progressbar.OptionSetVisibility(isTerminal(w)))
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func newQueryCmd() *cobra.Command {
+	var of omniFlags
+	var q queryFlags
+	c := &cobra.Command{
+		Use:   "query DATASET --var V [--time A:B] [--lat A:B] [--lon A:B] [--sel DIM=A:B]... [--out F]",
+		Short: "Read a variable by coordinate ranges (or a slice) into .npy or CSV",
+		Long: `query selects a variable by coordinate values (dates through the CF time
+units of the time coordinate; --time/--lat/--lon find the axes by name or CF
+role) or by index (--slice "0:2,10:20,:"), and writes the selection to --out:
+NumPy .npy when it ends in .npy, else CSV (stdout without --out).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runQuery(cmd.Context(), &of, &q, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	of.register(c)
+	c.Flags().StringVar(&q.variable, "var", "", "variable path (required)")
+	c.Flags().StringVar(&q.time, "time", "", "time range A:B (dates or values)")
+	c.Flags().StringVar(&q.lat, "lat", "", "latitude range A:B")
+	c.Flags().StringVar(&q.lon, "lon", "", "longitude range A:B")
+	c.Flags().StringArrayVar(&q.sel, "sel", nil, "DIM=A:B on any dimension (repeatable)")
+	c.Flags().StringVar(&q.slice, "slice", "", `index slice, as in a view name: "0:2,10:20,:"`)
+	c.Flags().StringVar(&q.out, "out", "", "output file (.npy or CSV); CSV on stdout without it")
+	c.MarkFlagRequired("var")
+	return c
+}
+
+type queryFlags struct {
+	variable, time, lat, lon, slice, out string
+	sel                                  []string
+}
+
+// view builds the view name the flags describe, so the CLI and the
+// .omni/ views share one parser.
+func (q *queryFlags) view() (omni.View, error) {
+	var filters []string
+	for _, kv := range [][2]string{{"time", q.time}, {"lat", q.lat}, {"lon", q.lon}} {
+		if kv[1] != "" {
+			filters = append(filters, kv[0]+"="+kv[1])
+		}
+	}
+	filters = append(filters, q.sel...)
+	name := path.Base("/" + q.variable)
+	switch {
+	case len(filters) > 0 && q.slice != "":
+		return omni.View{}, errors.New("query: --slice and coordinate ranges do not combine")
+	case len(filters) > 0:
+		return omni.ParseView(name + "@" + strings.Join(filters, ","))
+	case q.slice != "":
+		return omni.ParseView(name + "[" + q.slice + "]")
+	}
+	return omni.ParseView(name)
+}
+
+func runQuery(ctx context.Context, of *omniFlags, q *queryFlags, arg string, stdout, stderr io.Writer) error {
+	view, err := q.view()
+	if err != nil {
+		return err
+	}
+	src, err := of.source(arg)
+	if err != nil {
+		return err
+	}
+	p := of.pool()
+	defer p.Close()
+	ds, err := p.Open(ctx, src)
+	if err != nil {
+		return err
+	}
+	coords := func(c *omni.Variable) ([]byte, error) { return p.ReadAll(ctx, src, c) }
+	v, h, err := ds.Resolve(path.Dir("/"+q.variable), view, coords)
+	if err != nil {
+		return err
+	}
+	data, err := p.Read(ctx, src, v, h)
+	if err != nil {
+		return err
+	}
+	defer data.Close()
+	w := stdout
+	if q.out != "" {
+		f, err := os.Create(q.out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	if strings.HasSuffix(q.out, ".npy") {
+		err = writeNPY(w, v.DType, h.Count, data.Bytes())
+	} else {
+		err = omni.WriteCSV(w, v, h, data.Bytes())
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "%s: start %v count %v stride %v (%d elements)\n", v.Path, h.Start, h.Count, h.Strides(), h.Len())
+	return nil
+}
+
+func writeNPY(w io.Writer, t omni.DType, shape []int64, data []byte) error {
+	if t == omni.String {
+		var err error
+		if t, data, err = omni.FixStrings(data); err != nil {
+			return err
+		}
+	}
+	hdr, err := omni.NPYHeader(t, shape)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(hdr); err != nil {
+		return err
+	}
+	_, err = w.Write(data)
+	return err
+}
+
+func newAssimilateCmd() *cobra.Command {
+	var of omniFlags
+	var name string
+	var eager bool
+	c := &cobra.Command{
+		Use:   "assimilate FILE|JOB.yaml",
+		Short: "Register a dataset (or every transfer of an OMNI job file) as an OMNI dataset",
+		Long: `assimilate opens FILE through a format helper, checks it and records it,
+with its schema, in the registry (--registry): <name>.json and
+<name>.schema.json. The .omni/ view of the mount lists registered datasets.
+--eager also reads every chunk of every variable now (so a broken chunk is
+found at once; the daemon stages them into the pool). JOB.yaml is an
+upstream IOWarp OMNI job: name, transfers[] of src, dst, format, range_off,
+range_size, dataset_filter (a variable path or glob to keep).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runAssimilate(cmd.Context(), &of, args[0], name, eager, cmd.ErrOrStderr())
+		},
+	}
+	of.register(c)
+	c.Flags().StringVar(&name, "name", "", "dataset name (default: the file name without extension)")
+	c.Flags().BoolVar(&eager, "eager", false, "read every chunk now")
+	return c
+}
+
+func runAssimilate(ctx context.Context, of *omniFlags, arg, name string, eager bool, progress io.Writer) error {
+	transfers := []omni.Transfer{{Src: arg, Dst: name}}
+	job := ""
+	if ext := strings.ToLower(filepath.Ext(arg)); ext == ".yaml" || ext == ".yml" {
+		b, err := os.ReadFile(arg)
+		if err != nil {
+			return err
+		}
+		j, err := omni.ParseJob(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", arg, err)
+		}
+		transfers, job = j.Transfers, j.Name
+	}
+	p := of.pool()
+	defer p.Close()
+	reg := omni.Registry{Dir: of.registry}
+	for _, t := range transfers {
+		if err := assimilateOne(ctx, p, reg, t, job, eager, progress); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func assimilateOne(ctx context.Context, p *helper.Pool, reg omni.Registry, t omni.Transfer, job string, eager bool, progress io.Writer) error {
+	src, err := t.SrcPath()
+	if err != nil {
+		return err
+	}
+	if src, err = filepath.Abs(src); err != nil {
+		return err
+	}
+	st, err := os.Stat(src)
+	if err != nil {
+		return fmt.Errorf("assimilate: %w", err)
+	}
+	name := t.DstName()
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))
+	}
+	if !omni.ValidName(name) {
+		return fmt.Errorf("assimilate %s: %q is not a usable dataset name (use --name)", src, name)
+	}
+	ds, err := p.Open(ctx, src)
+	if err != nil {
+		return fmt.Errorf("assimilate %s: %w", src, err)
+	}
+	if t.DatasetFilter != "" {
+		keepMatching(ds, t.DatasetFilter)
+	}
+	e := omni.Entry{Name: name, Source: src, Format: ds.Format, Size: st.Size(), ModTime: st.ModTime(),
+		Assimilated: time.Now().UTC(), Eager: eager, Filter: t.DatasetFilter, RangeOff: t.RangeOff,
+		RangeSize: t.RangeSize, Job: job}
+	for _, v := range ds.Variables() {
+		e.Variables++
+		e.Bytes += v.Len() * int64(v.DType.Size())
+	}
+	if eager {
+		bar := newBar(totalBytes(ds), "assimilate "+name, progress)
+		for _, v := range ds.Variables() {
+			b, err := p.ReadAll(ctx, src, v)
+			if err != nil {
+				return fmt.Errorf("assimilate %s: %w", src, err)
+			}
+			bar.Add64(int64(len(b)))
+		}
+		bar.Finish()
+	}
+	if err := reg.Add(e, ds); err != nil {
+		return err
+	}
+	logrus.Infof("assimilated %s as %s (%s, %d variables, %d bytes) in %s", src, name, ds.Format, e.Variables, e.Bytes, reg.Dir)
+	return nil
+}
+
+// keepMatching drops variables whose path neither matches the glob f nor
+// lies under the group f.
+func keepMatching(ds *omni.Dataset, f string) {
+	f = path.Clean("/" + f)
+	ds.Walk(func(g *omni.Group) {
+		kept := g.Variables[:0]
+		for _, v := range g.Variables {
+			ok, _ := path.Match(f, v.Path)
+			if ok || v.Path == f || strings.HasPrefix(v.Path, f+"/") {
+				kept = append(kept, v)
+			}
+		}
+		g.Variables = kept
+	})
+}
