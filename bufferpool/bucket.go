@@ -95,8 +95,9 @@ type Bucket struct {
 
 	// mu guards everything below and every blob's placement and bytes.
 	// Readers of resident blobs take it shared.
-	mu      sync.RWMutex
+	mu      seqMutex // write side makes the shared page table's seq odd
 	dead    bool
+	pt      *pageTable // shared page table (PageTable), nil until asked for
 	pages   map[int64]*blob
 	named   map[string]*blob
 	segs    []*segment // per tier, nil while closed
@@ -222,6 +223,9 @@ func (b *Bucket) attachLocked(bl *blob, t int) error {
 		}
 	}
 	bl.tier = t
+	if t == 0 && bl.page >= 0 {
+		b.pt.setLocked(bl.page, true)
+	}
 	ts.blobs.Add(1)
 	if bl.dirty {
 		ts.dirty.Add(bl.size)
@@ -233,6 +237,9 @@ func (b *Bucket) attachLocked(bl *blob, t int) error {
 // reservation, close an empty segment.
 func (b *Bucket) detachLocked(bl *blob) error {
 	ts := b.p.tiers[bl.tier]
+	if bl.tier == 0 && bl.page >= 0 {
+		b.pt.setLocked(bl.page, false)
+	}
 	var err error
 	if bl.alloc > 0 {
 		s := b.segs[bl.tier]
@@ -307,6 +314,7 @@ func (b *Bucket) drop() error {
 		b.releaseQuietLocked(bl)
 	}
 	b.pages, b.named, b.ndirty = nil, nil, 0
+	b.dropPageTableLocked()
 	for t, s := range b.segs {
 		if s != nil {
 			if err := s.seg.Close(); err != nil {
@@ -417,6 +425,9 @@ func (b *Bucket) moveLocked(bl *blob, dst int) error {
 	err = b.detachLocked(bl)
 	bl.off = doff
 	bl.tier = dst
+	if dst == 0 && bl.page >= 0 {
+		b.pt.setLocked(bl.page, true)
+	}
 	ts.blobs.Add(1)
 	if bl.dirty {
 		ts.dirty.Add(bl.size)

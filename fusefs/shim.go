@@ -158,6 +158,12 @@ func (n *node) Ioctl(ctx context.Context, f fs.FileHandle, cmd uint32, arg uint6
 	ino := n.StableAttr().Ino
 	cp := Capability{Ino: ino, PageSize: uint64(n.m.fs.PageSize()), Pid: tgid, Uid: c.Uid, AccMode: acc,
 		Token: CapToken(ino, tgid, c.Uid, acc), DaemonPid: uint32(os.Getpid()), DataFd: -1, TableFd: -1}
+	// The fast path maps the page table and the RAM-tier segment through
+	// /proc/<daemon>/fd/<n>, which the kernel lets only the daemon's
+	// user and root open, with the access mode asked for.
+	if tfd, dfd, err := h.ShimMaps(); err == nil {
+		cp.TableFd, cp.DataFd = int32(tfd), int32(dfd)
+	}
 	shimAttach(n, h, &cp)
 	cp.Encode(output)
 	return 0, 0

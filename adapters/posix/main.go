@@ -4,7 +4,6 @@ package main
 
 // #cgo CFLAGS: -O2 -Wall -Wno-unused-function -fvisibility=default
 // #cgo LDFLAGS: -ldl -lpthread
-// #include <stdint.h>
 import "C"
 
 // iowarpGoInit is the one Go call the C constructor makes: it returns once
@@ -12,10 +11,5 @@ import "C"
 //
 //export iowarpGoInit
 func iowarpGoInit() {}
-
-// iowarpGoDetach drops the Go-side state of a fast-path attachment.
-//
-//export iowarpGoDetach
-func iowarpGoDetach(h C.uintptr_t) {}
 
 func main() {}

@@ -658,10 +658,9 @@ int ftruncate64(int fd, off64_t len)
 
 /* ---- Go attachments --------------------------------------------------- */
 
+/* The fast-path mapping is plain C state: a forked child may unmap its
+ * copy too. */
 void iow_ofd_release_go(struct iow_ofd *o)
 {
-	uintptr_t h = o->gohandle;
-	o->gohandle = 0;
-	if (h && !iow_in_child)
-		iowarpGoDetach(h);
+	iow_detach_fast(o);
 }

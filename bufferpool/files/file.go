@@ -82,6 +82,7 @@ func (fs *FS) attach(fd int, writable bool) (f *file, stale bool, err error) {
 		}
 		f = &file{fs: fs, key: k, bucket: b, backing: os.NewFile(uintptr(fd), "backing"), refs: 1, writable: writable}
 		f.size.Store(st.Size)
+	f.shareSize()
 		f.backingSize.Store(st.Size)
 		if fs.scratch {
 			f.backingSize.Store(0)
@@ -143,6 +144,7 @@ func (f *file) revalidate() (dropped bool) {
 		return false
 	}
 	f.size.Store(st.Size)
+	f.shareSize()
 	f.backingSize.Store(st.Size)
 	f.stateMu.Lock()
 	f.seenSize, f.seenMtime = st.Size, st.Mtim
@@ -362,6 +364,7 @@ func (f *file) writeOnce(data []byte, off int64, appending bool) (int, int64, er
 		}
 		done = hi
 		growTo(&f.size, off+int64(hi))
+		f.shareSize()
 		return nil
 	})
 	return done, off, err
@@ -406,6 +409,7 @@ func (f *file) truncate(size int64) error {
 		f.noteSeenLocked()
 	}
 	f.size.Store(size)
+	f.shareSize()
 	f.touch()
 	if f.fs.opts.Mode == Writeback {
 		f.fs.flusher.enqueue(f)
@@ -460,6 +464,7 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 	}
 	if !keep {
 		growTo(&f.size, off+n)
+		f.shareSize()
 	}
 	f.touch()
 	if f.fs.opts.Mode == Writeback {
