@@ -23,10 +23,16 @@
 //
 // # Data path
 //
-// A read of a page resident in the file's RAM tier is served from shared
-// memory (fast.c, when the capability offers it); everything else goes to
-// the kernel on the same fd, and the daemon serves it from the same
-// bufferpool/files object, so both doors are coherent by construction.
+// A read whose pages are all resident in the file's first tier is served
+// from shared memory (fast.c): the capability names the daemon's fds of
+// the bucket's page table and segment, which the shim reopens read-only
+// through /proc/<daemon>/fd/<n> and maps; a seqlock on the page table
+// (odd while the daemon holds the bucket's write lock) makes the copy
+// consistent. A miss goes to the kernel on the same fd (the daemon stages
+// the page in; the next read hits), so both doors read one copy of the
+// data and are coherent by construction. IOWARP_NOFAST=1 turns hits off.
+// Not yet on the fast path: writes (they go through the kernel to the same
+// pool pages), and misses through runtime/ipc instead of FUSE.
 // The kernel file offset is the truth: read(2) on the fast path reads it
 // and moves it with lseek. Writes, vector calls, truncate and fsync go to
 // the kernel: fsync returning 0 means the data is on the backing store.

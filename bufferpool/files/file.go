@@ -82,7 +82,6 @@ func (fs *FS) attach(fd int, writable bool) (f *file, stale bool, err error) {
 		}
 		f = &file{fs: fs, key: k, bucket: b, backing: os.NewFile(uintptr(fd), "backing"), refs: 1, writable: writable}
 		f.size.Store(st.Size)
-	f.shareSize()
 		f.backingSize.Store(st.Size)
 		if fs.scratch {
 			f.backingSize.Store(0)

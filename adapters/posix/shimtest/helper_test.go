@@ -154,7 +154,6 @@ type Report struct {
 	FastHits, FastMisses                         int64
 }
 
-
 func parseReport(t *testing.T, path string) Report {
 	t.Helper()
 	var r Report
