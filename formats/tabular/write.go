@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -136,6 +137,9 @@ func (f *frame) values(c int) ([]string, error) {
 	out := make([]string, len(f.cols[c])/size)
 	for i := range out {
 		out[i] = omni.FormatElement(t, f.cols[c][i*size:])
+		if t.IsFloat() && !strings.ContainsAny(out[i], ".eEnN") {
+			out[i] += ".0" // so readers that infer from the first rows see a float
+		}
 	}
 	return out, nil
 }
