@@ -481,10 +481,12 @@ func (f *file) writeBackMode(fsync, datasync bool) error {
 	return err
 }
 
-// flushDelay is how long the background write-back leaves alone the last
-// dirty page of a file that is still being written: a sequential writer
-// fills a page with several writes, and writing the page back after each
-// of them would multiply the traffic to the backing store.
+// flushDelay is how long the background write-back leaves alone a file
+// that is still being written, while the pool is not under pressure
+// (under pressure: its last dirty page only). A sequential writer fills a
+// page with several writes, and a random writer dirties a page many times:
+// writing the page back after each write would multiply the traffic to
+// the backing store.
 const flushDelay = 100 * time.Millisecond
 
 // writeBackPages writes back dirty pages; in the background it may defer
@@ -538,9 +540,16 @@ func (f *file) writePagesLocked(background bool) (deferred bool, err error) {
 		}
 	}()
 	pages := f.bucket.DirtyPages()
-	if background && len(pages) > 0 && f.fs.spaceWaiters.Load() == 0 &&
-		time.Now().UnixNano()-f.lastWrite.Load() < int64(flushDelay) {
-		pages, deferred = pages[:len(pages)-1], true
+	if background && len(pages) > 0 && time.Now().UnixNano()-f.lastWrite.Load() < int64(flushDelay) {
+		switch {
+		case !f.fs.underPressure():
+			// Still being written and the pool is far from full: let
+			// the pages collect more writes first (random small writes
+			// would otherwise write a whole page back per write).
+			return true, nil
+		case f.fs.spaceWaiters.Load() == 0:
+			pages, deferred = pages[:len(pages)-1], true
+		}
 	}
 	for _, i := range pages {
 		// Snapshot under f.mu exclusively: a writer grows the size just

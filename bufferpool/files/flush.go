@@ -16,6 +16,7 @@ type flusher struct {
 	queue    []*file
 	queued   map[*file]bool
 	inflight int
+	deferred int // files waiting out flushDelay
 	stopped  bool
 
 	wg sync.WaitGroup
@@ -70,16 +71,38 @@ func (fl *flusher) run() {
 			fl.fs.logf("write-back of %v failed (will retry): %v", f.key, err)
 			time.AfterFunc(time.Second, func() { fl.enqueue(f) })
 		} else if deferred {
-			time.AfterFunc(flushDelay, func() { fl.enqueue(f) })
+			fl.deferFile(f)
 		}
 	}
+}
+
+// deferFile queues f again after flushDelay. Until then f counts as
+// queued, so the writes that keep it busy do not wake a worker each.
+func (fl *flusher) deferFile(f *file) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if fl.stopped || fl.queued[f] {
+		return
+	}
+	fl.queued[f] = true
+	fl.deferred++
+	time.AfterFunc(flushDelay, func() {
+		fl.mu.Lock()
+		defer fl.mu.Unlock()
+		fl.deferred--
+		if fl.stopped {
+			return
+		}
+		fl.queue = append(fl.queue, f)
+		fl.cond.Signal()
+	})
 }
 
 // backlog is the number of files queued or being written back.
 func (fl *flusher) backlog() int64 {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	return int64(len(fl.queue) + fl.inflight)
+	return int64(len(fl.queue) + fl.inflight + fl.deferred)
 }
 
 func (fl *flusher) stop() {

@@ -278,6 +278,21 @@ func (fs *FS) waitSpace(d time.Duration) {
 	fs.spaceMu.Unlock()
 }
 
+// underPressure reports whether dirty data passed a quarter of the pool's
+// capacity (or writers wait for space): the background write-back then
+// drains files even while they are being written.
+func (fs *FS) underPressure() bool {
+	if fs.spaceWaiters.Load() > 0 {
+		return true
+	}
+	st := fs.pool.Stats()
+	var capacity int64
+	for _, t := range st.Tiers {
+		capacity += t.Capacity
+	}
+	return st.DirtyBytes*4 > capacity
+}
+
 // lookupFile returns the live file object of a backing inode, or nil.
 func (fs *FS) lookupFile(k fileKey) *file {
 	fs.mu.Lock()
