@@ -50,7 +50,7 @@ func (n *node) newHandle(h *files.Handle, flags uint32) (fs.FileHandle, uint32) 
 	if flags&syscall.O_DIRECT != 0 {
 		return &fileHandle{h: h}, fuse.FOPEN_DIRECT_IO
 	}
-	if n.m.keepCache {
+	if n.m.keepCache || (n.m.keepCacheAuto && h.CacheValid()) {
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
 	}
 	if n.m.opts.Passthrough && flags&syscall.O_ACCMODE == syscall.O_RDONLY {

@@ -34,9 +34,8 @@ type Options struct {
 	// MaxReadAhead caps kernel readahead in bytes (0 = 1 MiB, the page
 	// size of the pool; the kernel clamps it to its own maximum).
 	MaxReadAhead int
-	// KeepCache keeps the kernel page cache of a file across opens. It
-	// is only safe when every writer of the namespace goes through this
-	// mount (Scratch mode); 0 value = decided from the file system's mode.
+	// KeepCache keeps the kernel page cache of a file across opens; the
+	// zero value decides per open from the file layer (files.Handle.CacheValid).
 	KeepCache KeepCache
 }
 
@@ -44,10 +43,10 @@ type Options struct {
 type KeepCache int
 
 const (
-	// KeepCacheAuto keeps the cache in Scratch mode (the namespace is
-	// private: every write passes through this mount) and drops it on
-	// every open otherwise (close-to-open consistency with other nodes
-	// writing the backing store).
+	// KeepCacheAuto keeps the cache unless the open found that another
+	// node changed the file on the backing store (files.Handle.CacheValid):
+	// every other write passes through this mount, hence through the
+	// kernel cache. This keeps close-to-open consistency with other nodes.
 	KeepCacheAuto KeepCache = iota
 	KeepCacheNever
 	KeepCacheAlways

@@ -18,12 +18,13 @@ import (
 // mount is the state shared by every node of one mount. Safe for
 // concurrent use.
 type mount struct {
-	fs        *files.FS
-	opts      Options
-	keepCache bool
-	attrTTL   time.Duration
-	entryTTL  time.Duration
-	negTTL    time.Duration
+	fs            *files.FS
+	opts          Options
+	keepCache     bool
+	keepCacheAuto bool // keep the cache when the file layer says it is valid
+	attrTTL       time.Duration
+	entryTTL      time.Duration
+	negTTL        time.Duration
 
 	// nextGen hands out the generation of every new node, so that no two
 	// nodes ever share a StableAttr and go-fuse's own de-duplication never
@@ -146,7 +147,7 @@ func newRoot(fsys *files.FS, opts Options) (*node, fs.StableAttr, error) {
 	case KeepCacheAlways:
 		m.keepCache = true
 	case KeepCacheAuto:
-		m.keepCache = fsys.Stats().Mode == files.Scratch
+		m.keepCacheAuto = true
 	}
 	// The root's identity reaches go-fuse through Options.RootStableAttr.
 	return &node{m: m}, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: st.Ino}, nil

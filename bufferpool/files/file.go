@@ -503,6 +503,14 @@ func (f *file) writeBackPages(fsync, datasync, background bool) (deferred bool, 
 	if skip {
 		return false, nil
 	}
+	if !f.dirtyLocked() {
+		// Nothing of ours to write: leave the backing file (and what we
+		// know of it, for revalidate) alone; it may be another node's now.
+		if fsync {
+			err = unix.Fdatasync(int(f.backing.Fd()))
+		}
+		return false, err
+	}
 	deferred, err = f.writePagesLocked(background)
 	if err != nil {
 		f.fs.stats.flushErrors.Add(1)
