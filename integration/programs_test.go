@@ -141,6 +141,7 @@ os.fsync(d)
 os.close(d)
 with open(%[1]q, "ab") as f:
     f.write(b"tail")
+    f.flush()  # out of Python's buffer, or fdatasync has nothing to sync
     os.fdatasync(f.fileno())
 print(hashlib.sha256(data + b"tail").hexdigest())
 `, p)
