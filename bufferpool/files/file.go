@@ -50,8 +50,9 @@ type file struct {
 
 // attach returns the file object of the regular file open at fd (taking
 // ownership of fd), with one reference for the caller. stale reports that
-// the backing file changed behind the pool's back and cached pages were
-// dropped: a door must drop its own caches of the file too.
+// the backing file may have changed behind the pool's back (cached pages
+// were dropped, or the file object is new): a door must drop its own
+// caches of the file too.
 func (fs *FS) attach(fd int, writable bool) (f *file, stale bool, err error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -89,7 +90,9 @@ func (fs *FS) attach(fd int, writable bool) (f *file, stale bool, err error) {
 		f.seenSize, f.seenMtime = st.Size, st.Mtim
 		fs.files[k] = f
 		fs.mu.Unlock()
-		return f, false, nil
+		// A new file object has no history to vouch for a door's cache
+		// (the file may have been retired and rewritten by another node).
+		return f, true, nil
 	}
 	fs.idle.remove(f)
 	f.stateMu.Lock()

@@ -420,6 +420,9 @@ func TestCacheValid(t *testing.T) {
 	fs := newTestFS(t, Writeback, 16*testPage, 16*testPage, nil)
 	os.WriteFile(filepath.Join(fs.backing, "c"), []byte("one"), 0o644)
 	h := mustOpen(t, fs, "c", os.O_RDONLY)
+	if h.CacheValid() {
+		t.Fatal("first open vouched for a cache it has no history of")
+	}
 	readAll(t, h)
 	h.Release()
 	h = mustOpen(t, fs, "c", os.O_RDONLY)

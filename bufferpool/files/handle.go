@@ -99,7 +99,8 @@ func (h *Handle) Flags() int { return h.flags }
 // CacheValid reports whether what a door cached of this file's data
 // before this open is still right: false when the open found that the
 // backing file was changed by someone else (another node) and dropped the
-// pool's pages. Every write that reaches this layer goes through a door,
+// pool's pages, or when the file layer has no history of the file (first
+// open since start or since the file was retired from the idle cache). Every write that reaches this layer goes through a door,
 // so the doors' caches are otherwise coherent.
 func (h *Handle) CacheValid() bool { return !h.stale }
 
