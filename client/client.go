@@ -10,8 +10,11 @@
 //	data, err = b.Get("step-1")
 //
 // Data crosses through the client's shared segment: Put copies the caller's
-// bytes into it once, and the daemon copies them into the pool's tier once.
-// Buffers from Alloc (PutBuffer, GetBuffer) skip the first copy.
+// bytes into it once, and the daemon copies them into the pool's tier once;
+// Get is the same the other way. Buffers from Alloc (PutBuffer, GetBuffer)
+// skip the client's copy: the one copy left is the daemon's, between the
+// segment and the tier. Large copies are made in cache-sized pieces
+// (copy.go), so that the second copy reads from the cache, not from DRAM.
 //
 // Errors wrap the sentinels below (errors.Is). If the daemon dies every
 // waiting call returns an error wrapping ErrDaemonGone.
@@ -71,6 +74,9 @@ type Options struct {
 	// Spin before sleeping while waiting for the daemon (default: the
 	// ring's; negative: never spin).
 	Spin time.Duration
+	// DaemonSleeps asks the daemon to sleep at once between this client's
+	// requests rather than spin (see ipc.DialOptions).
+	DaemonSleeps bool
 }
 
 // SocketPath resolves the socket Connect would use.
@@ -104,7 +110,8 @@ type Client struct {
 
 // Connect connects to the daemon.
 func Connect(o Options) (*Client, error) {
-	c, err := ipc.Dial(o.SocketPath(), ipc.DialOptions{SegmentSize: o.SegmentSize, Spin: o.Spin})
+	c, err := ipc.Dial(o.SocketPath(), ipc.DialOptions{SegmentSize: o.SegmentSize, Spin: o.Spin,
+		DaemonSleeps: o.DaemonSleeps})
 	if err != nil {
 		return nil, err
 	}
@@ -171,14 +178,16 @@ func (c *Client) newCallM(m ipc.Method, args []byte, in []byte, outLen int) (*ca
 	if total == 0 {
 		return k, nil
 	}
-	buf, err := c.c.Alloc(total)
+	// Not zeroed: args and in are overwritten here, and the daemon
+	// writes the output (only its first N bytes are ever read).
+	buf, err := c.c.AllocUninit(total)
 	if err != nil {
 		return nil, err
 	}
 	k.buf = buf
 	b := buf.Bytes()
 	copy(b, args)
-	copy(b[a:], in)
+	copyCached(b[a:], in)
 	k.args = spanOf(buf, 0, len(args))
 	k.in = spanOf(buf, a, len(in))
 	k.out = spanOf(buf, a+i, outLen)

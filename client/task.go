@@ -118,7 +118,7 @@ func (b *Bucket) PartialGetAsync(blob string, off int64, buf []byte) (*Task, err
 		if len(out) > len(buf) {
 			return fmt.Errorf("partial get: daemon returned %d bytes for %d: %w", len(out), len(buf), runtime.ErrInternal)
 		}
-		t.n = copy(buf, out)
+		t.n = copyCached(buf, out)
 		return nil
 	})
 }
@@ -140,7 +140,8 @@ func (b *Bucket) getAsync(blob string, size int) (*Task, error) {
 		return nil, err
 	}
 	return k.start(func(t *Task, out []byte) error {
-		t.data = append([]byte(nil), out...)
+		t.data = make([]byte, len(out))
+		copyCached(t.data, out)
 		return nil
 	})
 }

@@ -27,14 +27,22 @@ func (t *ipcTarget) register(cmd *cobra.Command) {
 	f.StringVar(&t.mount, "mount", "", "mount point the daemon serves (default /iowarp; env "+client.EnvMount+")")
 }
 
-func (t *ipcTarget) connect() (*client.Client, error) {
+func (t *ipcTarget) options() (client.Options, error) {
 	o := client.Options{Socket: t.socket, ControlDir: t.controlDir, Mount: t.mount}
 	if o.Mount != "" {
 		abs, err := filepath.Abs(o.Mount)
 		if err != nil {
-			return nil, err
+			return o, err
 		}
 		o.Mount = abs
+	}
+	return o, nil
+}
+
+func (t *ipcTarget) connect() (*client.Client, error) {
+	o, err := t.options()
+	if err != nil {
+		return nil, err
 	}
 	c, err := client.Connect(o)
 	if err != nil {
@@ -204,10 +212,14 @@ func newBenchCmd() *cobra.Command {
 	var d time.Duration
 	ipcCmd := &cobra.Command{
 		Use:   "ipc",
-		Short: "Round trips (steady, after idle), tasks/s with 1 and 4 clients, Put/Get vs memcpy",
+		Short: "Round trips (steady with the daemon spinning or sleeping, after idle), tasks/s with 1 and 4 clients, Put/Get vs a cache-cold memcpy",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := client.Bench(t.connect, d)
+			o, err := t.options()
+			if err != nil {
+				return err
+			}
+			r, err := client.Bench(o, d)
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,7 @@
 // 0700; /run/iowarp for root, $XDG_RUNTIME_DIR/iowarp otherwise; the socket
 // itself 0600, next to the control socket of the same mount, SocketPath).
 // A client connects and sends a hello (magic, version, wanted segment
-// size). The daemon reads the peer's credentials (SO_PEERCRED; only its own
+// size, flags: whether the daemon may spin waiting for its requests). The daemon reads the peer's credentials (SO_PEERCRED; only its own
 // user and root are served), creates a memfd, formats it as an
 // shm.Segment with a request ring and a completion ring (shm.Ring, roots
 // "req" and "cq"), and sends the fd back over SCM_RIGHTS. From then on the
@@ -27,7 +27,9 @@
 // One waiting goroutine of a client at a time consumes the completion ring
 // and hands other goroutines' completions over (leader/follower).
 //
-// The daemon runs one poller goroutine per client. A request that arrives
+// The daemon runs one poller goroutine per client; it spins like the
+// client before sleeping, unless the client asked it not to
+// (DialOptions.DaemonSleeps: every request then costs a futex wake-up). A request that arrives
 // alone is executed in the poller (no goroutine hand-off); when more are
 // queued behind it, it goes to the runtime's bounded worker pool so that a
 // client's asynchronous calls run in parallel.

@@ -221,6 +221,9 @@ func (s *Server) handshake(sock *net.UnixConn) (*conn, uint32, error) {
 	if err != nil {
 		return nil, statusError, err
 	}
+	if h.flags&helloNoSpin != 0 {
+		c.rq.Spin = 0
+	}
 	if !s.add(c) {
 		c.unmap()
 		return nil, statusBusy, fmt.Errorf("%d clients already", s.opts.MaxClients)

@@ -50,8 +50,8 @@ const (
 	DefaultMaxSegmentSize = 1 << 30
 
 	helloMagic   = 0x50495749 // "IWIP"
-	helloVersion = 1
-	helloLen     = 16
+	helloVersion = 2
+	helloLen     = 24
 	welcomeLen   = 32
 
 	rootReq = "req"
@@ -92,13 +92,19 @@ func SocketPath(dir, mount string) string {
 type hello struct {
 	magic, version uint32
 	size           uint64
+	flags          uint64 // helloNoSpin; other bits must be 0
 }
+
+// helloNoSpin asks the daemon's poller of this client to sleep on the
+// futex at once instead of spinning first (DialOptions.DaemonSleeps).
+const helloNoSpin = 1 << 0
 
 func (h hello) encode() []byte {
 	b := make([]byte, helloLen)
 	binary.LittleEndian.PutUint32(b[0:], h.magic)
 	binary.LittleEndian.PutUint32(b[4:], h.version)
 	binary.LittleEndian.PutUint64(b[8:], h.size)
+	binary.LittleEndian.PutUint64(b[16:], h.flags)
 	return b
 }
 
@@ -106,9 +112,13 @@ func decodeHello(b []byte) (hello, error) {
 	if len(b) != helloLen {
 		return hello{}, fmt.Errorf("hello of %d bytes", len(b))
 	}
-	h := hello{binary.LittleEndian.Uint32(b[0:]), binary.LittleEndian.Uint32(b[4:]), binary.LittleEndian.Uint64(b[8:])}
+	h := hello{binary.LittleEndian.Uint32(b[0:]), binary.LittleEndian.Uint32(b[4:]), binary.LittleEndian.Uint64(b[8:]),
+		binary.LittleEndian.Uint64(b[16:])}
 	if h.magic != helloMagic || h.version != helloVersion {
 		return h, fmt.Errorf("hello magic %#x version %d", h.magic, h.version)
+	}
+	if h.flags&^helloNoSpin != 0 {
+		return h, fmt.Errorf("hello flags %#x", h.flags)
 	}
 	return h, nil
 }

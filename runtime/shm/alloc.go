@@ -81,6 +81,18 @@ func (s *Segment) isFree(b uint64, o uint32) bool {
 
 // Alloc returns n zeroed bytes (n may be 0) from the segment.
 func (s *Segment) Alloc(n uint64) (Pointer, error) {
+	p, err := s.AllocUninit(n)
+	if err != nil {
+		return p, err
+	}
+	clear(s.mem[p.Offset : p.Offset+n])
+	return p, nil
+}
+
+// AllocUninit is Alloc without the zeroing: the n bytes hold whatever the
+// block last held in this segment. For buffers the caller overwrites at
+// once (a 1 MiB clear costs as much as the copy that follows it).
+func (s *Segment) AllocUninit(n uint64) (Pointer, error) {
 	o, ok := s.orderFor(n)
 	if !ok {
 		return Pointer{}, fmt.Errorf("alloc %d bytes (max %d): %w", n, s.MaxAlloc(), ErrNoSpace)
@@ -93,7 +105,6 @@ func (s *Segment) Alloc(n uint64) (Pointer, error) {
 	if err != nil {
 		return Pointer{}, fmt.Errorf("alloc %d bytes: %w", n, err)
 	}
-	clear(s.mem[b+blockHdr : b+blockHdr+n])
 	return Pointer{Segment: s.id, Offset: b + blockHdr}, nil
 }
 

@@ -6,7 +6,9 @@
 // A client opens a bucket (creating it) and gets a handle in its session;
 // handles are closed when the client goes. Data of Put and Get goes
 // straight between the task's In/Out (the client's shared segment) and the
-// pool's tiers: one copy each way.
+// pool's tiers: one copy each way (Put: bufferpool writes In into the
+// tier's segment; Get: PartialGet reads the tier into Out), no buffer of
+// the daemon in between.
 //
 // Safe for concurrent use: the pool locks per bucket, and tags are under
 // the module's tagMu, a leaf lock.
@@ -178,14 +180,23 @@ func (m *Module) partialPut(_ context.Context, t *runtime.Task) (runtime.Result,
 }
 
 // get reads the whole blob into Out; a blob larger than Out fails with
-// ErrShortBuffer and its size in Value. A blob that grows between the size
-// check and the read is read again (a few times).
+// ErrShortBuffer and its size in Value, before any byte is copied (a
+// client that guessed too small asks again with the size). A blob that
+// grows between the size check and the read is read again (a few times).
 func (m *Module) get(_ context.Context, t *runtime.Task) (runtime.Result, error) {
 	b, name, _, err := m.blobArgs(t, false)
 	if err != nil {
 		return runtime.Result{}, err
 	}
 	for try := 0; try < 4; try++ {
+		info, err := b.Stat(name)
+		if err != nil {
+			return runtime.Result{}, wrap(err)
+		}
+		if info.Size > int64(len(t.Out)) {
+			return runtime.Result{Value: uint64(info.Size)}, fmt.Errorf("blob %q has %d bytes, buffer %d: %w",
+				name, info.Size, len(t.Out), runtime.ErrShortBuffer)
+		}
 		n, err := b.PartialGet(name, 0, t.Out)
 		if err != nil {
 			return runtime.Result{}, wrap(err)
@@ -193,16 +204,12 @@ func (m *Module) get(_ context.Context, t *runtime.Task) (runtime.Result, error)
 		if n < len(t.Out) {
 			return runtime.Result{N: n, Value: uint64(n)}, nil
 		}
-		info, err := b.Stat(name)
-		if err != nil {
+		// Out is full: the blob may have grown since Stat.
+		if info, err = b.Stat(name); err != nil {
 			return runtime.Result{}, wrap(err)
 		}
 		if info.Size <= int64(n) {
 			return runtime.Result{N: n, Value: uint64(n)}, nil
-		}
-		if info.Size > int64(len(t.Out)) {
-			return runtime.Result{Value: uint64(info.Size)}, fmt.Errorf("blob %q has %d bytes, buffer %d: %w",
-				name, info.Size, len(t.Out), runtime.ErrShortBuffer)
 		}
 	}
 	return runtime.Result{}, fmt.Errorf("blob %q keeps changing size: %w", name, runtime.ErrTooBusy)
