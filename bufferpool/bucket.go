@@ -93,6 +93,11 @@ type Bucket struct {
 	pins     atomic.Int32
 	bufs     sync.Pool // *[]byte of pageSize bytes
 
+	// Shim writes (pagetable_unsafe.go): the owner's harvest callback and
+	// the pages harvests found dirty since HarvestShimWrites last asked.
+	onHarvest atomic.Pointer[func(pages int)]
+	harvested atomic.Int64
+
 	// mu guards everything below and every blob's placement and bytes.
 	// Readers of resident blobs take it shared.
 	mu      seqMutex // write side makes the shared page table's seq odd
@@ -224,7 +229,7 @@ func (b *Bucket) attachLocked(bl *blob, t int) error {
 	}
 	bl.tier = t
 	if t == 0 && bl.page >= 0 {
-		b.pt.setLocked(bl.page, true)
+		b.ptSetLocked(bl.page, true)
 	}
 	ts.blobs.Add(1)
 	if bl.dirty {
@@ -238,7 +243,7 @@ func (b *Bucket) attachLocked(bl *blob, t int) error {
 func (b *Bucket) detachLocked(bl *blob) error {
 	ts := b.p.tiers[bl.tier]
 	if bl.tier == 0 && bl.page >= 0 {
-		b.pt.setLocked(bl.page, false)
+		b.ptSetLocked(bl.page, false)
 	}
 	var err error
 	if bl.alloc > 0 {
@@ -426,7 +431,7 @@ func (b *Bucket) moveLocked(bl *blob, dst int) error {
 	bl.off = doff
 	bl.tier = dst
 	if dst == 0 && bl.page >= 0 {
-		b.pt.setLocked(bl.page, true)
+		b.ptSetLocked(bl.page, true)
 	}
 	ts.blobs.Add(1)
 	if bl.dirty {

@@ -226,6 +226,10 @@ func (b *Bucket) MarkDirty(i int64) {
 
 // DirtyPages lists indices of dirty pages in ascending order.
 func (b *Bucket) DirtyPages() []int64 {
+	if b.shimDirtyHint() {
+		b.mu.Lock() // harvests shim writes first
+		b.mu.Unlock()
+	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.ndirty == 0 {
@@ -277,6 +281,7 @@ func (b *Bucket) Truncate(size int64) error {
 	if err := b.checkLocked(); err != nil {
 		return err
 	}
+	b.shrinkSharedSizeLocked(size)
 	n := b.pageCount(size)
 	var drop []*blob
 	for i, bl := range b.pages {
@@ -416,6 +421,9 @@ func (b *Bucket) SetSegmentSize(size int64) error {
 	phys, err := b.keepSizeLocked(size, s)
 	if err != nil {
 		return err
+	}
+	if b.pt != nil {
+		phys = max(phys, b.pt.cover) // clients map every resident page whole
 	}
 	if err := s.seg.SetSize(phys); err != nil {
 		return fmt.Errorf("set segment size of bucket %s: %w", b.Name(), err)

@@ -2,63 +2,132 @@ package bufferpool
 
 import (
 	"fmt"
+	"log"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// The page table of a page bucket, in shared memory, for readers outside
-// the daemon (the LD_PRELOAD shim maps it read-only, with the first-tier
-// segment). Layout (little endian; shared with adapters/posix/fast.c):
+// The page table of a page bucket, in shared memory, for clients outside
+// the daemon (the LD_PRELOAD shim maps it with the first-tier segment:
+// read-only for a read-only open, read-write for a read-write one).
+// Layout (little endian; shared with adapters/posix/fast.c):
 //
-//	0   u32 magic "IOWP", u32 version
-//	8   u64 seq: odd while the bucket is write-locked (a seqlock)
-//	16  i64 size: the file's size, set by the owner (bufferpool/files)
-//	24  u64 page size
-//	32  u64 nbits: pages the bitmap covers
-//	64  bitmap: bit i set = page i is resident in the first tier, at
-//	    i*PageSize of its segment
+//	0     u32 magic "IOWP", u32 version
+//	8     u64 seq: odd while the bucket is write-locked (a seqlock)
+//	16    i64 size: the file's size, set by the owner (bufferpool/files)
+//	24    u64 page size
+//	32    u64 nbits: pages each bitmap covers
+//	40    u32 flags: ptWritable (read-write maps were handed out),
+//	      ptPoisoned (shim writes refused, see below)
+//	64    i64 writers: shim writers inside a page (own cache line)
+//	72    u64 dirty hint: non-zero once a shim write set a dirty bit
+//	4096  resident bitmap: bit i set = page i is resident in the first
+//	      tier, at i*PageSize of its segment (written by the daemon only)
+//	4096+nbits/8  dirty bitmap: bit i set = a shim wrote page i since the
+//	      last harvest (set by shims, cleared by the daemon)
 //
-// Every change of a page's bytes or placement happens under the bucket's
-// write lock, and the lock makes seq odd for as long as it is held (see
-// seqMutex). A reader loads seq (even), checks the bit, copies, and loads
-// seq again: equal means the copy is a consistent image of a resident page.
-// The organizer and eviction move or punch pages only under that lock, so
-// they never take a page out from under a reader that succeeds. A dropped
-// bucket leaves seq odd and the bitmap empty for good.
+// Reads. Every change of a page's bytes or placement happens under the
+// bucket's write lock, and the lock makes seq odd for as long as it is
+// held (see seqMutex). A reader loads seq (even), checks the bit, copies,
+// and loads seq again: equal means the copy is a consistent image of a
+// resident page.
+//
+// Writes (Dekker-style exclusion with the daemon). A shim writer adds 1 to
+// writers, then loads seq and the flags (both sequentially consistent): if
+// seq is odd, the file is poisoned or a page is not resident, it takes 1
+// back and uses the kernel path; else it copies into the page, sets the
+// page's dirty bit and the hint, and takes 1 back. The daemon, on every
+// write lock, makes seq odd first and then waits until writers is 0 before
+// it touches anything: either the shim sees seq odd or the daemon sees the
+// writer, so no page is moved, punched, evicted or truncated under a
+// writer. Then, still under the lock, it harvests: each shared dirty bit
+// of a first-tier page is cleared and the page marked dirty in the pool
+// with a new version (harvestLocked), so write-back, eviction and
+// demotion see shim writes like any other; DirtyPages harvests first too.
+//
+// A writer that never leaves (killed or stopped inside a copy, or a client
+// scribbling over writers) must not hang the daemon: after ptWaitBound the
+// lock proceeds, the file is poisoned (shim writes go to the kernel; reads
+// keep their fast path) and the event is logged once per file. The poison
+// lifts when a later lock finds writers back at 0, or when the owner
+// resets the table after the last read-write map of the file was released
+// (ResetShimWriters). What such a writer can damage is the bytes of this
+// file, which its client was allowed to write: the daemon reads nothing
+// from the table but writers, the hint and the dirty bits of pages it
+// holds in the first tier, and reads its segments with pread, never
+// through a mapping a client could truncate.
+//
+// The first-tier segment of a bucket with a table always covers every
+// resident page whole (coverLocked), so a client copying inside a resident
+// page never runs past the end of the memfd (SIGBUS). A dropped bucket
+// leaves seq odd and the bitmaps empty for good.
 const (
 	ptMagic    = 0x50574f49 // "IOWP"
-	ptVersion  = 1
-	ptHeader   = 64
+	ptVersion  = 2
+	ptHeader   = 4096
 	ptMaxPages = 1 << 20 // pages past it are never hits
-	ptSize     = ptHeader + ptMaxPages/8
+	ptBitmap   = ptMaxPages / 8
+	ptSize     = ptHeader + 2*ptBitmap
+
+	ptOffSeq     = 8
+	ptOffSize    = 16
+	ptOffFlags   = 40
+	ptOffWriters = 64
+	ptOffHint    = 72
+
+	ptWritable = 1 << 0
+	ptPoisoned = 1 << 1
 )
 
+// ptWaitBound is how long a write lock waits for shim writers to leave
+// before it poisons the file for shim writes. A legitimate writer is
+// inside for one memcpy of at most a page.
+var ptWaitBound = 100 * time.Millisecond
+
 // seqMutex is the bucket lock: a RWMutex whose write side keeps the page
-// table's seq odd while held.
+// table's seq odd while held, waits for shim writers, and harvests their
+// dirty bits.
 type seqMutex struct {
 	sync.RWMutex
-	seq atomic.Pointer[uint64]
+	pt atomic.Pointer[pageTable]
+	// harvest runs under the write lock once writers are out (set with pt).
+	harvest func()
 }
 
-func (m *seqMutex) bump() {
-	if p := m.seq.Load(); p != nil {
-		atomic.AddUint64(p, 1)
+func (m *seqMutex) bump() *pageTable {
+	pt := m.pt.Load()
+	if pt != nil {
+		atomic.AddUint64(pt.word(ptOffSeq), 1)
 	}
+	return pt
 }
 
 func (m *seqMutex) Lock() {
 	m.RWMutex.Lock()
-	m.bump()
+	if pt := m.bump(); pt != nil {
+		pt.waitWriters()
+		m.harvest()
+	}
 }
 
+// TryLock fails, without waiting, while shim writers are inside a page.
 func (m *seqMutex) TryLock() bool {
 	if !m.RWMutex.TryLock() {
 		return false
 	}
-	m.bump()
+	if pt := m.bump(); pt != nil {
+		if !pt.writersOut() {
+			m.bump()
+			m.RWMutex.Unlock()
+			return false
+		}
+		m.harvest()
+	}
 	return true
 }
 
@@ -69,30 +138,166 @@ func (m *seqMutex) Unlock() {
 
 // pageTable is the daemon's handle on the shared table.
 type pageTable struct {
-	fd   int
-	mem  []byte
-	bits []uint64
+	name  string // bucket name, for the log
+	fd    int
+	mem   []byte
+	bits  []uint64 // resident
+	dirty []uint64 // shim-written since the last harvest
+	// cover is the segment size every resident page fits in (monotonic).
+	cover int64
 }
 
 func (pt *pageTable) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&pt.mem[off])) }
+func (pt *pageTable) flags() *uint32       { return (*uint32)(unsafe.Pointer(&pt.mem[ptOffFlags])) }
 
-// setLocked records whether page i is resident in the first tier.
+// writersOut reports whether no shim writer is inside a page (seq is odd,
+// so none can enter). A poisoned table is never waited for.
+func (pt *pageTable) writersOut() bool {
+	w := atomic.LoadInt64((*int64)(unsafe.Pointer(pt.word(ptOffWriters))))
+	poisoned := atomic.LoadUint32(pt.flags())&ptPoisoned != 0
+	if w == 0 {
+		if poisoned {
+			atomic.AndUint32(pt.flags(), ^uint32(ptPoisoned))
+		}
+		return true
+	}
+	return poisoned
+}
+
+// waitWriters waits (spin, then yield, then sleep) until the shim writers
+// are out, at most ptWaitBound; past it the table is poisoned.
+func (pt *pageTable) waitWriters() {
+	if pt.writersOut() {
+		return
+	}
+	deadline := time.Now().Add(ptWaitBound)
+	for i := 0; ; i++ {
+		switch {
+		case i < 200:
+			// a writer is inside one memcpy: microseconds
+		case i < 1000:
+			runtime.Gosched()
+		default:
+			time.Sleep(50 * time.Microsecond)
+		}
+		if pt.writersOut() {
+			return
+		}
+		if i%64 == 63 && time.Now().After(deadline) {
+			break
+		}
+	}
+	atomic.OrUint32(pt.flags(), ptPoisoned)
+	log.Printf("bufferpool: bucket %s: a shim writer stayed inside a page for over %v (writers=%d); "+
+		"shim writes to this file go to the kernel path until it leaves",
+		pt.name, ptWaitBound, atomic.LoadInt64((*int64)(unsafe.Pointer(pt.word(ptOffWriters)))))
+}
+
+// setLocked records whether page i is resident in the first tier (a page
+// leaving it drops its shared dirty bit too: it was harvested).
 func (pt *pageTable) setLocked(i int64, resident bool) {
 	if pt == nil || i < 0 || i >= ptMaxPages {
 		return
 	}
-	w, bit := &pt.bits[i/64], uint64(1)<<(uint(i)%64)
+	w, bit := i/64, uint64(1)<<(uint(i)%64)
 	if resident {
-		atomic.OrUint64(w, bit)
+		atomic.OrUint64(&pt.bits[w], bit)
 	} else {
-		atomic.AndUint64(w, ^bit)
+		atomic.AndUint64(&pt.bits[w], ^bit)
+		atomic.AndUint64(&pt.dirty[w], ^bit)
 	}
 }
 
+// ptSetLocked records a page entering or leaving the first tier. A page
+// entering it is first covered by the segment (see coverLocked); if that
+// fails it is simply not advertised (the shim misses).
+func (b *Bucket) ptSetLocked(i int64, resident bool) {
+	pt := b.pt
+	if pt == nil {
+		return
+	}
+	if resident && b.coverLocked(pt, (i+1)*b.pageSize) != nil {
+		return
+	}
+	pt.setLocked(i, resident)
+}
+
+// coverLocked grows the first-tier segment to at least end bytes (sparse).
+func (b *Bucket) coverLocked(pt *pageTable, end int64) error {
+	if end <= pt.cover {
+		return nil
+	}
+	s := b.segs[0]
+	if s == nil {
+		return fmt.Errorf("cover: bucket %s has no first-tier segment: %w", b.Name(), ErrInvalid)
+	}
+	if err := s.seg.Grow(end); err != nil {
+		return err
+	}
+	pt.cover = end
+	return nil
+}
+
+// harvestLocked turns the shim's dirty bits into pool state: each set bit
+// of a first-tier page is cleared and the page marked dirty with a new
+// version. Runs under the write lock with every shim writer out.
+func (b *Bucket) harvestLocked() {
+	pt := b.pt
+	if pt == nil || atomic.SwapUint64(pt.word(ptOffHint), 0) == 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	n := 0
+	for i, bl := range b.pages {
+		if bl.tier != 0 || i >= ptMaxPages {
+			continue
+		}
+		w, bit := i/64, uint64(1)<<(uint(i)%64)
+		if atomic.LoadUint64(&pt.dirty[w])&bit == 0 {
+			continue
+		}
+		atomic.AndUint64(&pt.dirty[w], ^bit)
+		b.wroteLocked(bl, now)
+		n++
+	}
+	if n > 0 {
+		b.harvested.Add(int64(n))
+		if fn := b.onHarvest.Load(); fn != nil {
+			(*fn)(n)
+		}
+	}
+}
+
+// shimDirtyHint reports whether shim writes may await a harvest.
+func (b *Bucket) shimDirtyHint() bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	pt := b.pt
+	return pt != nil && atomic.LoadUint64(pt.word(ptOffHint)) != 0
+}
+
+// HarvestShimWrites folds the shim's dirty bits into the pool now (see
+// harvestLocked) and returns how many pages this and every harvest since
+// the last call found dirty. Cheap without a page table or pending bits.
+func (b *Bucket) HarvestShimWrites() int {
+	if b.shimDirtyHint() {
+		b.mu.Lock() // harvests
+		b.mu.Unlock()
+	}
+	return int(b.harvested.Swap(0))
+}
+
+// OnShimHarvest sets fn, called under the bucket's write lock with the
+// number of pages a harvest found dirty (fn must not call into the
+// bucket; a leaf lock is fine).
+func (b *Bucket) OnShimHarvest(fn func(pages int)) { b.onHarvest.Store(&fn) }
+
 // PageTable returns the fds of the bucket's shared page table and of its
-// first-tier segment, creating the table on first use. Both stay owned by
-// the bucket. Page buckets only.
-func (b *Bucket) PageTable() (tableFd, dataFd int, err error) {
+// first-tier segment, creating the table on first use; writable records
+// that a read-write map of them is being handed out. Both fds stay owned
+// by the bucket; a door hands clients fds it reopens with the access mode
+// it grants. Page buckets only.
+func (b *Bucket) PageTable(writable bool) (tableFd, dataFd int, err error) {
 	if b.pageSize <= 0 {
 		return -1, -1, fmt.Errorf("page table of bucket %s: not a page bucket: %w", b.Name(), ErrInvalid)
 	}
@@ -111,36 +316,71 @@ func (b *Bucket) PageTable() (tableFd, dataFd int, err error) {
 			return -1, -1, err
 		}
 	}
+	if writable {
+		atomic.OrUint32(b.pt.flags(), ptWritable)
+	}
 	return b.pt.fd, s.seg.Fd(), nil
 }
 
+// ResetShimWriters is for the owner once no read-write map of the file is
+// held by a live handle: a writer count left by a client that died inside
+// a write is reset and the poison lifted; the writable flag is cleared.
+func (b *Bucket) ResetShimWriters() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	pt := b.pt
+	if pt == nil {
+		return
+	}
+	if atomic.LoadUint32(pt.flags())&ptPoisoned != 0 {
+		atomic.StoreInt64((*int64)(unsafe.Pointer(pt.word(ptOffWriters))), 0)
+	}
+	atomic.AndUint32(pt.flags(), ^uint32(ptPoisoned|ptWritable))
+}
+
 func (b *Bucket) newPageTableLocked() (*pageTable, error) {
-	fd, err := unix.MemfdCreate("iowarp-pagetable", unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate("iowarp-pagetable", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
+		return nil, fmt.Errorf("page table: %w", err)
+	}
+	fail := func(err error) (*pageTable, error) {
+		unix.Close(fd)
 		return nil, fmt.Errorf("page table: %w", err)
 	}
 	if err := unix.Ftruncate(fd, ptSize); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("page table: %w", err)
+		return fail(err)
+	}
+	// A client holding a read-write fd must not shrink the table under
+	// the daemon's mapping (SIGBUS in the daemon), nor reopen a
+	// read-only one read-write through /proc (mode 0600).
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		return fail(err)
+	}
+	if err := unix.Fchmod(fd, 0o600); err != nil {
+		return fail(err)
+	}
+	if s := b.segs[0]; s != nil {
+		unix.Fchmod(s.seg.Fd(), 0o600)
 	}
 	mem, err := unix.Mmap(fd, 0, ptSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("page table: %w", err)
+		return fail(err)
 	}
-	pt := &pageTable{fd: fd, mem: mem,
-		bits: unsafe.Slice((*uint64)(unsafe.Pointer(&mem[ptHeader])), ptMaxPages/64)}
+	pt := &pageTable{name: b.Name(), fd: fd, mem: mem,
+		bits:  unsafe.Slice((*uint64)(unsafe.Pointer(&mem[ptHeader])), ptMaxPages/64),
+		dirty: unsafe.Slice((*uint64)(unsafe.Pointer(&mem[ptHeader+ptBitmap])), ptMaxPages/64)}
 	*(*uint32)(unsafe.Pointer(&mem[0])) = ptMagic
 	*(*uint32)(unsafe.Pointer(&mem[4])) = ptVersion
 	*pt.word(24) = uint64(b.pageSize)
 	*pt.word(32) = ptMaxPages
-	*pt.word(8) = 1 // odd: we hold the lock; Unlock makes it even
+	*pt.word(ptOffSeq) = 1 // odd: we hold the lock; Unlock makes it even
 	for i, bl := range b.pages {
-		if bl.tier == 0 {
+		if bl.tier == 0 && i < ptMaxPages && b.coverLocked(pt, (i+1)*b.pageSize) == nil {
 			pt.setLocked(i, true)
 		}
 	}
-	b.mu.seq.Store(pt.word(8))
+	b.mu.harvest = b.harvestLocked
+	b.mu.pt.Store(pt)
 	return pt, nil
 }
 
@@ -148,13 +388,25 @@ func (b *Bucket) newPageTableLocked() (*pageTable, error) {
 func (b *Bucket) SetSharedSize(size int64) {
 	b.mu.RLock()
 	if pt := b.pt; pt != nil {
-		atomic.StoreInt64((*int64)(unsafe.Pointer(&pt.mem[16])), size)
+		atomic.StoreInt64((*int64)(unsafe.Pointer(pt.word(ptOffSize))), size)
 	}
 	b.mu.RUnlock()
 }
 
+// shrinkSharedSizeLocked lowers the published size to size at once (a
+// truncation, under the write lock), so that no shim writes past the new
+// end between the truncation and the owner's SetSharedSize.
+func (b *Bucket) shrinkSharedSizeLocked(size int64) {
+	if pt := b.pt; pt != nil {
+		p := (*int64)(unsafe.Pointer(pt.word(ptOffSize)))
+		if atomic.LoadInt64(p) > size {
+			atomic.StoreInt64(p, size)
+		}
+	}
+}
+
 // dropPageTableLocked empties the table for good (seq stays odd) and
-// releases the daemon's mapping; readers keep theirs.
+// releases the daemon's mapping; clients keep theirs.
 func (b *Bucket) dropPageTableLocked() {
 	pt := b.pt
 	if pt == nil {
@@ -163,7 +415,7 @@ func (b *Bucket) dropPageTableLocked() {
 	for i := range pt.bits {
 		atomic.StoreUint64(&pt.bits[i], 0)
 	}
-	b.mu.seq.Store(nil) // seq is odd (we hold the lock) and stays so: Unlock no longer bumps it
+	b.mu.pt.Store(nil) // seq is odd (we hold the lock) and stays so: Unlock no longer bumps it
 	unix.Munmap(pt.mem)
 	unix.Close(pt.fd)
 	b.pt = nil

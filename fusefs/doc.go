@@ -46,15 +46,19 @@
 //   - Locks: flock and fcntl locks are kept by the kernel (EnableLocks is
 //     off), so they are node-local, as on a local file system.
 //
-// # Coherence with the shim (planned)
+// # Coherence with the shim
 //
-// The shim writes into the RAM tier through shared memory without
-// telling the kernel. While a shim handle is attached to an inode, the
-// daemon must keep the kernel from caching it: NotifyContent (invalidate
-// the page cache) and NotifyEntry/attr invalidation when the handle
-// attaches, and direct I/O (FOPEN_DIRECT_IO) with attribute timeout 0 for
-// opens made while it is attached. The inode table (backing inode number
-// → node) is the index the daemon needs for those notifications.
+// The shim reads and writes resident pages of the RAM tier through shared
+// memory without telling the kernel (grant.go hands out the maps). At the
+// handshake the inode's cached pages are dropped (NotifyContent). While
+// any open holds a read-write map, every other open of the inode gets
+// FOPEN_DIRECT_IO (CAP_DIRECT_IO_ALLOW_MMAP keeps MAP_SHARED working), so
+// a plain cat sees every byte a shim wrote, at once; when the last such
+// open is released the cache is dropped again. Opens made before the
+// first read-write map keep their cache mode: the file layer's periodic
+// harvest of shim writes drops the inode's cache when it finds some, and
+// sets the mtime (CAP_AUTO_INVAL_DATA), so their staleness is bounded.
+// Sizes only change through the kernel path, so stat is always right.
 //
 // # Permissions, ownership, suid
 //

@@ -47,7 +47,7 @@ func handleOf(f fs.FileHandle) *files.Handle {
 // of a fully resident file may be passed through to its memfd.
 func (n *node) newHandle(h *files.Handle, flags uint32) (fs.FileHandle, uint32) {
 	var fuseFlags uint32
-	if flags&syscall.O_DIRECT != 0 {
+	if flags&syscall.O_DIRECT != 0 || shimWriting(n) {
 		return &fileHandle{h: h}, fuse.FOPEN_DIRECT_IO
 	}
 	if n.m.keepCache || (n.m.keepCacheAuto && h.CacheValid()) {
@@ -155,6 +155,7 @@ func (n *node) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
 
 func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	if h := handleOf(f); h != nil {
+		shimRelease(n, h)
 		n.removeOpen(h)
 		return toErrno(h.Release())
 	}

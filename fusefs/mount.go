@@ -116,7 +116,9 @@ func fsOptions(rootAttr fs.StableAttr, opts Options) *fs.Options {
 			// We clear suid/sgid ourselves on write, truncate, chown
 			// (see killSuidgid), so the kernel need not ask for
 			// security.capability before every write.
-			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2,
+			// Direct-I/O opens (made while a shim writes the file in
+			// place, see grant.go) can still be mapped MAP_SHARED.
+			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_DIRECT_IO_ALLOW_MMAP,
 			PanicHandler:      panicHandler,
 		},
 		AttrTimeout:     &attr,

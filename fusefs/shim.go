@@ -42,7 +42,7 @@ const IocCap = 3<<30 | CapSize<<16 | 'W'<<8 | 0x57
 
 const (
 	capMagic   = 0x43574f49 // "IOWC"
-	capVersion = 1
+	capVersion = 2
 )
 
 // Capability is the decoded capability record; the layout matches struct
@@ -56,8 +56,11 @@ type Capability struct {
 	Token     [32]byte
 	Endpoint  string
 	DaemonPid uint32
-	DataFd    int32 // daemon fd of the RAM-tier segment; -1 = no fast path
-	TableFd   int32 // daemon fd of the page table; -1 = no fast path
+	DataFd    int32 // unused since version 2 (-1): maps come from the grant socket
+	TableFd   int32 // unused since version 2 (-1)
+	// Grant names this open at the grant socket (Endpoint), where the
+	// shim asks for the maps of the file (see grant.go); 0 = none.
+	Grant uint64
 }
 
 // Encode writes c into b (CapSize bytes).
@@ -77,6 +80,7 @@ func (c *Capability) Encode(b []byte) {
 	le.PutUint32(b[180:], c.DaemonPid)
 	le.PutUint32(b[184:], uint32(c.DataFd))
 	le.PutUint32(b[188:], uint32(c.TableFd))
+	le.PutUint64(b[200:], c.Grant)
 }
 
 // DecodeCapability parses a capability record (the request half carries
@@ -100,6 +104,7 @@ func DecodeCapability(b []byte) (Capability, error) {
 	c.Endpoint = string(ep)
 	c.DaemonPid = le.Uint32(b[180:])
 	c.DataFd, c.TableFd = int32(le.Uint32(b[184:])), int32(le.Uint32(b[188:]))
+	c.Grant = le.Uint64(b[200:])
 	return c, nil
 }
 
@@ -158,11 +163,12 @@ func (n *node) Ioctl(ctx context.Context, f fs.FileHandle, cmd uint32, arg uint6
 	ino := n.StableAttr().Ino
 	cp := Capability{Ino: ino, PageSize: uint64(n.m.fs.PageSize()), Pid: tgid, Uid: c.Uid, AccMode: acc,
 		Token: CapToken(ino, tgid, c.Uid, acc), DaemonPid: uint32(os.Getpid()), DataFd: -1, TableFd: -1}
-	// The fast path maps the page table and the RAM-tier segment through
-	// /proc/<daemon>/fd/<n>, which the kernel lets only the daemon's
-	// user and root open, with the access mode asked for.
-	if tfd, dfd, err := h.ShimMaps(); err == nil {
-		cp.TableFd, cp.DataFd = int32(tfd), int32(dfd)
+	// The fast path maps the page table and the RAM-tier segment; the
+	// shim asks for them at the grant socket, presenting the token (see
+	// grant.go), and gets fds with the access of this open.
+	if ep, err := grantEndpoint(); err == nil {
+		cp.Endpoint = ep
+		cp.Grant = shimRegister(n, h, grantKey{ino: ino, pid: tgid, uid: c.Uid, acc: acc})
 	}
 	shimAttach(n, h, &cp)
 	cp.Encode(output)

@@ -23,20 +23,37 @@
 //
 // # Data path
 //
-// A read whose pages are all resident in the file's first tier is served
-// from shared memory (fast.c): the capability names the daemon's fds of
-// the bucket's page table and segment, which the shim reopens read-only
-// through /proc/<daemon>/fd/<n> and maps; a seqlock on the page table
-// (odd while the daemon holds the bucket's write lock) makes the copy
-// consistent. A miss goes to the kernel on the same fd (the daemon stages
-// the page in; the next read hits), so both doors read one copy of the
-// data and are coherent by construction. IOWARP_NOFAST=1 turns hits off.
-// Not yet on the fast path: writes (they go through the kernel to the same
-// pool pages), and misses through runtime/ipc instead of FUSE.
-// The kernel file offset is the truth: read(2) on the fast path reads it
-// and moves it with lseek. Writes, vector calls, truncate and fsync go to
-// the kernel: fsync returning 0 means the data is on the backing store.
+// Hits touch shared memory only (fast.c). The capability names a grant at
+// the daemon's grant socket; the shim presents it with its token and gets
+// the fds of the file's page table and RAM-tier segment, opened by the
+// daemon read-only for an O_RDONLY open and read-write for an O_RDWR one
+// (fusefs/grant.go), and maps them.
 //
+//   - A read whose pages are all resident is a seqlock read (seq even,
+//     residency bits, memcpy, seq unchanged).
+//   - A write inside the file whose pages are all resident copies in place:
+//     writers++ (seq_cst), then seq even, not poisoned, resident, else
+//     writers-- and the kernel path; memcpy; set the pages' shared dirty
+//     bits; writers--. The daemon makes seq odd before it waits for
+//     writers to drain, so no page moves under a writer, and harvests the
+//     dirty bits into the pool before write-back, fsync, eviction or
+//     demotion (bufferpool/pagetable_unsafe.go).
+//   - Everything else takes the kernel path on the same fd, with nothing
+//     moved: a miss (the daemon stages the page in; the next access hits),
+//     a write that extends the file, an append (O_APPEND: atomic in the
+//     kernel), vector calls, truncate, fsync (the daemon harvests first,
+//     so fsync returning 0 means the shim's bytes are on the backing
+//     store), close. Misses go through FUSE, not yet through runtime/ipc.
+//
+// Both doors work on one copy of the data. While a shim holds a read-write
+// map of a file, every other open of it bypasses the kernel page cache
+// (FOPEN_DIRECT_IO), so a plain cat sees shim writes at once; the shim's
+// own fd was opened before that, so its kernel-path reads first drop the
+// cached range (posix_fadvise DONTNEED). The kernel file offset is the
+// truth: read(2) and write(2) on the fast path read it and move it with
+// lseek (so two threads racing on one fd's offset are not atomic with
+// each other, as they are in the kernel). IOWARP_NOFAST=1 turns hits
+// off, IOWARP_NOFASTWRITE=1 write hits only.
 // # STDIO
 //
 // fopen, fopen64, fdopen and freopen on our files return fopencookie

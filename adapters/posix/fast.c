@@ -1,72 +1,140 @@
-/* fast.c: read hits served from shared memory. The capability names the
- * daemon's fds of the file's page table and RAM-tier segment; both are
- * reopened read-only through /proc/<daemon>/fd/<n> (the kernel allows that
- * to the daemon's user and root only) and mapped. A read whose pages are
- * all resident is a seqlock read: load seq (even), check the residency
- * bits, memcpy, load seq again; equal means the bytes are a consistent
- * image. Anything else (a miss, a page being changed, a page past the
- * mapping) returns -2 and the caller takes the kernel path, where the
- * daemon stages the page in; the next read of it is a hit. Layout: see
- * bufferpool/pagetable_unsafe.go. Nothing here enters Go. */
+/* fast.c: read and write hits served from shared memory.
+ *
+ * Attach. The capability names a grant at the daemon's grant socket (an
+ * abstract Unix socket). The shim connects, presents the grant id, inode,
+ * access mode and token; the daemon checks them against SO_PEERCRED and
+ * sends the fds of the file's page table and RAM-tier segment, opened by
+ * the daemon itself read-only for an O_RDONLY open and read-write for an
+ * O_RDWR one (fusefs/grant.go). Both are mapped with that access.
+ *
+ * Reads of resident pages are seqlock reads: load seq (even), check the
+ * residency bits, memcpy, load seq again; equal means a consistent image.
+ *
+ * Writes inside the file to resident pages: add 1 to writers, load seq
+ * and the flags (sequentially consistent, after the add); seq odd (the
+ * daemon holds the bucket's write lock), poisoned, past the size or a page
+ * not resident: take 1 back and use the kernel. Else copy in place, set
+ * the pages' dirty bits and the hint, take 1 back. The daemon makes seq
+ * odd before it waits for writers to drain, so either we see odd or it
+ * sees us (bufferpool/pagetable_unsafe.go has the whole argument).
+ *
+ * Anything else (a miss, an extending write, an append, a page being
+ * changed) returns -2 and the caller takes the kernel path, with nothing
+ * moved. Nothing here enters Go. */
 #include "shim.h"
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 
 #define PT_MAGIC 0x50574f49u
-#define PT_VERSION 1u
-#define PT_HEADER 64
+#define PT_VERSION 2u
+#define PT_HEADER 4096
 #define PT_MAX_PAGES (1ul << 20)
-#define PT_SIZE (PT_HEADER + PT_MAX_PAGES / 8)
+#define PT_BITMAP (PT_MAX_PAGES / 8)
+#define PT_SIZE (PT_HEADER + 2 * PT_BITMAP)
+#define PT_SEQ 8
+#define PT_SIZEOFF 16
+#define PT_FLAGS 40
+#define PT_WRITERS 64
+#define PT_HINT 72
+#define PTF_WRITABLE 1u
+#define PTF_POISONED 2u
 #define MAP_MAX (16ul << 30) /* virtual span mapped per file: pages past it miss */
 
+#define GRANT_MAGIC 0x47574f49u /* "IOWG" */
+#define GRANT_VERSION 1u
+
 struct fastmap {
-	const char *pt;   /* page table mapping */
-	const char *data; /* segment mapping */
+	char *pt;   /* page table mapping */
+	char *data; /* segment mapping */
 	size_t datalen;
 	uint64_t ps;
 	uint64_t nbits;
+	int writable; /* both mapped read-write */
 };
 
-static int open_daemon_fd(uint32_t pid, int32_t fd)
+/* grant asks the daemon for the maps of this open; 0 and fds[2] on success. */
+static int grant(const struct iow_cap *c, uint32_t acc, int fds[2])
 {
-	char p[64];
-	snprintf(p, sizeof p, "/proc/%u/fd/%d", pid, fd);
-	return (int)syscall(SYS_openat, AT_FDCWD, p, O_RDONLY | O_CLOEXEC, 0);
+	size_t eplen = strnlen(c->endpoint, sizeof c->endpoint);
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	if (!c->grant || eplen < 2 || c->endpoint[0] != '@' || eplen > sizeof a.sun_path)
+		return -1;
+	memcpy(a.sun_path + 1, c->endpoint + 1, eplen - 1); /* abstract: leading NUL */
+	socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + eplen);
+	int s = (int)syscall(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	int ret = -1;
+	unsigned char req[64] = {0};
+	uint32_t u32;
+	u32 = GRANT_MAGIC, memcpy(req, &u32, 4);
+	u32 = GRANT_VERSION, memcpy(req + 4, &u32, 4);
+	memcpy(req + 8, &c->grant, 8);
+	memcpy(req + 16, &c->ino, 8);
+	memcpy(req + 24, &acc, 4);
+	memcpy(req + 32, c->token, 32);
+	if (syscall(SYS_connect, s, &a, alen) != 0 || syscall(SYS_sendto, s, req, sizeof req, MSG_NOSIGNAL, NULL, 0) != (long)sizeof req)
+		goto out;
+	int32_t status = -1;
+	char cbuf[CMSG_SPACE(2 * sizeof(int))];
+	struct iovec iov = {&status, 4};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+	long n = syscall(SYS_recvmsg, s, &mh, MSG_CMSG_CLOEXEC);
+	struct cmsghdr *cm = n >= 4 ? CMSG_FIRSTHDR(&mh) : NULL;
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+		size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		int got[2] = {-1, -1};
+		memcpy(got, CMSG_DATA(cm), (nfd < 2 ? nfd : 2) * sizeof(int));
+		if (status == 0 && nfd == 2) {
+			fds[0] = got[0], fds[1] = got[1];
+			ret = 0;
+		} else {
+			for (size_t i = 0; i < nfd && i < 2; i++)
+				syscall(SYS_close, got[i]);
+		}
+	}
+out:
+	syscall(SYS_close, s);
+	return ret;
 }
 
 int iow_attach_fast(int fd, struct iow_ofd *o)
 {
 	(void)fd;
 	const struct iow_cap *c = &o->cap;
-	if (c->data_fd < 0 || c->table_fd < 0 || c->page_size == 0 || (o->flags & O_ACCMODE) == O_WRONLY)
-		return 0;
+	uint32_t acc = (uint32_t)(o->flags & O_ACCMODE);
+	if (c->page_size == 0 || acc == O_WRONLY)
+		return 0; /* a mapping needs read access */
 	if (getenv("IOWARP_NOFAST"))
 		return 0;
-	int tfd = open_daemon_fd(c->daemon_pid, c->table_fd);
-	if (tfd < 0)
+	int fds[2];
+	if (grant(c, acc, fds) != 0)
 		return 0;
-	void *pt = mmap(NULL, PT_SIZE, PROT_READ, MAP_SHARED, tfd, 0);
-	syscall(SYS_close, tfd);
-	if (pt == MAP_FAILED)
+	int w = acc == O_RDWR;
+	int prot = PROT_READ | (w ? PROT_WRITE : 0);
+	void *pt = mmap(NULL, PT_SIZE, prot, MAP_SHARED, fds[0], 0);
+	syscall(SYS_close, fds[0]);
+	if (pt == MAP_FAILED) {
+		syscall(SYS_close, fds[1]);
 		return 0;
+	}
 	const uint32_t *h = pt;
 	uint64_t ps = ((const uint64_t *)pt)[3], nbits = ((const uint64_t *)pt)[4];
 	if (h[0] != PT_MAGIC || h[1] != PT_VERSION || ps != c->page_size || nbits > PT_MAX_PAGES) {
 		munmap(pt, PT_SIZE);
-		return 0;
-	}
-	int dfd = open_daemon_fd(c->daemon_pid, c->data_fd);
-	if (dfd < 0) {
-		munmap(pt, PT_SIZE);
+		syscall(SYS_close, fds[1]);
 		return 0;
 	}
 	size_t len = nbits * ps < MAP_MAX ? nbits * ps : MAP_MAX;
-	void *data = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_NORESERVE, dfd, 0);
-	syscall(SYS_close, dfd);
+	void *data = mmap(NULL, len, prot, MAP_SHARED | MAP_NORESERVE, fds[1], 0);
+	syscall(SYS_close, fds[1]);
 	struct fastmap *m = malloc(sizeof(*m));
 	if (data == MAP_FAILED || !m) {
 		if (data != MAP_FAILED)
@@ -75,7 +143,7 @@ int iow_attach_fast(int fd, struct iow_ofd *o)
 		free(m);
 		return 0;
 	}
-	*m = (struct fastmap){pt, data, len, ps, nbits};
+	*m = (struct fastmap){pt, data, len, ps, nbits, w && !getenv("IOWARP_NOFASTWRITE")};
 	o->gohandle = (uintptr_t)m;
 	return 1;
 }
@@ -86,14 +154,14 @@ void iow_detach_fast(struct iow_ofd *o)
 	o->gohandle = 0;
 	if (!m)
 		return;
-	munmap((void *)m->data, m->datalen);
-	munmap((void *)m->pt, PT_SIZE);
+	munmap(m->data, m->datalen);
+	munmap(m->pt, PT_SIZE);
 	free(m);
 }
 
 static inline uint64_t ld_seq(const struct fastmap *m)
 {
-	return __atomic_load_n((const uint64_t *)(m->pt + 8), __ATOMIC_ACQUIRE);
+	return __atomic_load_n((const uint64_t *)(m->pt + PT_SEQ), __ATOMIC_ACQUIRE);
 }
 
 static inline int resident(const struct fastmap *m, uint64_t first, uint64_t last)
@@ -107,6 +175,12 @@ static inline int resident(const struct fastmap *m, uint64_t first, uint64_t las
 	return 1;
 }
 
+int iow_fast_shared_writers(struct iow_ofd *o)
+{
+	const struct fastmap *m = (const struct fastmap *)o->gohandle;
+	return m && (__atomic_load_n((const uint32_t *)(m->pt + PT_FLAGS), __ATOMIC_RELAXED) & PTF_WRITABLE);
+}
+
 ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off)
 {
 	const struct fastmap *m = (const struct fastmap *)o->gohandle;
@@ -118,7 +192,7 @@ ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off)
 			__builtin_ia32_pause();
 			continue;
 		}
-		int64_t size = __atomic_load_n((const int64_t *)(m->pt + 16), __ATOMIC_ACQUIRE);
+		int64_t size = __atomic_load_n((const int64_t *)(m->pt + PT_SIZEOFF), __ATOMIC_ACQUIRE);
 		size_t r = 0;
 		if (off < size && n > 0) {
 			uint64_t end = (uint64_t)off + n;
@@ -142,6 +216,29 @@ ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off)
 
 ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
 {
-	(void)o; (void)buf; (void)n; (void)off;
-	return -2; /* writes take the kernel path (see doc.go) */
+	struct fastmap *m = (struct fastmap *)o->gohandle;
+	if (!m || !m->writable || n == 0 || off < 0)
+		return -2;
+	char *pt = m->pt;
+	int64_t *writers = (int64_t *)(pt + PT_WRITERS);
+	uint64_t end = (uint64_t)off + n;
+	uint64_t first = (uint64_t)off / m->ps, last = (end - 1) / m->ps;
+	__atomic_fetch_add(writers, 1, __ATOMIC_SEQ_CST);
+	uint64_t s = __atomic_load_n((uint64_t *)(pt + PT_SEQ), __ATOMIC_SEQ_CST);
+	uint32_t fl = __atomic_load_n((uint32_t *)(pt + PT_FLAGS), __ATOMIC_SEQ_CST);
+	int64_t size = __atomic_load_n((int64_t *)(pt + PT_SIZEOFF), __ATOMIC_SEQ_CST);
+	if ((s & 1) || (fl & PTF_POISONED) || size < 0 || end > (uint64_t)size || !resident(m, first, last)) {
+		__atomic_fetch_sub(writers, 1, __ATOMIC_RELEASE);
+		IOW_ADD(fast_misses, 1);
+		return -2;
+	}
+	memcpy(m->data + off, buf, n);
+	uint64_t *dirty = (uint64_t *)(pt + PT_HEADER + PT_BITMAP);
+	for (uint64_t i = first; i <= last; i++)
+		__atomic_fetch_or(&dirty[i / 64], 1ull << (i % 64), __ATOMIC_RELAXED);
+	__atomic_store_n((uint64_t *)(pt + PT_HINT), 1, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(writers, 1, __ATOMIC_RELEASE);
+	IOW_ADD(fast_hits, 1);
+	IOW_ADD(fast_write, n);
+	return (ssize_t)n;
 }

@@ -420,6 +420,33 @@ int pipe2(int p[2], int flags)
 
 static inline int fast_ok(struct iow_ofd *o) { return o->gohandle && !iow_in_child; }
 
+/* kdrop: before a kernel read of an fd whose file a shim may write in
+ * place, drop what the kernel cached of the range (this fd was opened
+ * before the daemon turned caching off for the inode): the read then
+ * reaches the daemon, which serves the pool's current bytes. */
+static void kdrop(struct iow_ofd *o, int fd, off_t off, size_t n)
+{
+	if (o && iow_fast_shared_writers(o))
+		posix_fadvise(fd, off, (off_t)n, POSIX_FADV_DONTNEED);
+}
+
+static void kdrop_fd(int fd, off_t off, size_t n)
+{
+	struct iow_ofd *o = iow_ofd_get(fd);
+	if (o) {
+		kdrop(o, fd, off, n);
+		iow_ofd_put(o);
+	}
+}
+
+static size_t iov_len(const struct iovec *iov, int cnt)
+{
+	size_t n = 0;
+	for (int i = 0; i < cnt; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+
 static ssize_t kread(ssize_t r)
 {
 	if (r > 0)
@@ -450,8 +477,11 @@ ssize_t iow_read(int fd, void *buf, size_t n)
 				IOW_REAL(lseek)(fd, pos + r, SEEK_SET);
 		}
 	}
-	if (r == -2)
+	if (r == -2) {
+		if (iow_fast_shared_writers(o))
+			kdrop(o, fd, 0, 0); /* the offset may move under us: the whole file */
 		r = kread(IOW_REAL(read)(fd, buf, n));
+	}
 	iow_ofd_put(o);
 	return r;
 }
@@ -469,7 +499,20 @@ ssize_t iow_write(int fd, const void *buf, size_t n)
 	if (!o)
 		return IOW_REAL(write)(fd, buf, n);
 	IOW_ADD(calls, 1);
-	ssize_t r = kwrite(IOW_REAL(write)(fd, buf, n));
+	ssize_t r = -2;
+	int fl = __atomic_load_n(&o->flags, __ATOMIC_RELAXED);
+	if (fast_ok(o) && (fl & O_ACCMODE) != O_RDONLY && !(fl & O_APPEND)) {
+		/* write(2) on the fast path: the kernel offset is the truth.
+		 * Appends stay in the kernel (atomic at EOF). */
+		off_t pos = IOW_REAL(lseek)(fd, 0, SEEK_CUR);
+		if (pos >= 0) {
+			r = iow_fast_pwrite(o, buf, n, pos);
+			if (r > 0)
+				IOW_REAL(lseek)(fd, pos + r, SEEK_SET);
+		}
+	}
+	if (r == -2)
+		r = kwrite(IOW_REAL(write)(fd, buf, n));
 	iow_ofd_put(o);
 	return r;
 }
@@ -490,8 +533,10 @@ static ssize_t do_pread(int fd, void *buf, size_t n, off_t off, int is64)
 	ssize_t r = -2;
 	if (fast_ok(o) && (o->flags & O_ACCMODE) != O_WRONLY && off >= 0)
 		r = iow_fast_pread(o, buf, n, off);
-	if (r == -2)
+	if (r == -2) {
+		kdrop(o, fd, off, n);
 		r = kread(IOW_REAL(pread64)(fd, buf, n, off));
+	}
 	iow_ofd_put(o);
 	return r;
 }
@@ -516,7 +561,14 @@ static ssize_t do_pwrite(int fd, const void *buf, size_t n, off_t off)
 	if (!o)
 		return IOW_REAL(pwrite64)(fd, buf, n, off);
 	IOW_ADD(calls, 1);
-	ssize_t r = kwrite(IOW_REAL(pwrite64)(fd, buf, n, off));
+	ssize_t r = -2;
+	/* On Linux pwrite on an O_APPEND fd appends (a known deviation
+	 * from POSIX): leave those to the kernel. */
+	int fl = __atomic_load_n(&o->flags, __ATOMIC_RELAXED);
+	if (fast_ok(o) && (fl & O_ACCMODE) != O_RDONLY && !(fl & O_APPEND))
+		r = iow_fast_pwrite(o, buf, n, off);
+	if (r == -2)
+		r = kwrite(IOW_REAL(pwrite64)(fd, buf, n, off));
 	iow_ofd_put(o);
 	return r;
 }
@@ -547,6 +599,8 @@ static ssize_t iov_call(int fd, ssize_t r, int wr)
 
 ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
+	if (iow_maybe_ours(fd))
+		kdrop_fd(fd, 0, 0);
 	ssize_t r = IOW_REAL(readv)(fd, iov, cnt);
 	return iow_maybe_ours(fd) ? iov_call(fd, r, 0) : r;
 }
@@ -559,12 +613,16 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt)
 
 ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
 {
+	if (iow_maybe_ours(fd))
+		kdrop_fd(fd, off, iov_len(iov, cnt));
 	ssize_t r = IOW_REAL(preadv)(fd, iov, cnt, off);
 	return iow_maybe_ours(fd) ? iov_call(fd, r, 0) : r;
 }
 
 ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
 {
+	if (iow_maybe_ours(fd))
+		kdrop_fd(fd, off, iov_len(iov, cnt));
 	ssize_t r = IOW_REAL(preadv64)(fd, iov, cnt, off);
 	return iow_maybe_ours(fd) ? iov_call(fd, r, 0) : r;
 }
@@ -583,6 +641,8 @@ ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off64_t off)
 
 ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
+	if (iow_maybe_ours(fd))
+		kdrop_fd(fd, off, iov_len(iov, cnt));
 	ssize_t r = IOW_REAL(preadv2)(fd, iov, cnt, off, flags);
 	return iow_maybe_ours(fd) ? iov_call(fd, r, 0) : r;
 }
@@ -595,6 +655,8 @@ ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 
 ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
 {
+	if (iow_maybe_ours(fd))
+		kdrop_fd(fd, off, iov_len(iov, cnt));
 	ssize_t r = IOW_REAL(preadv64v2)(fd, iov, cnt, off, flags);
 	return iow_maybe_ours(fd) ? iov_call(fd, r, 0) : r;
 }

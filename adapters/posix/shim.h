@@ -29,20 +29,22 @@ struct iow_cap {
 	uint32_t flags;     /* IOW_CAPF_* */
 	uint8_t token[32];  /* HMAC-SHA256(daemon secret, ino|pid|uid|accmode) */
 	char endpoint[108]; /* ipc endpoint (Unix socket path); "" = none */
-	/* The fast path: the daemon's pid and its fds of the file's RAM-tier
-	 * segment and page table, reopened through /proc/<pid>/fd/<n> with
-	 * the access mode of the open (a read-only open maps them read-only).
-	 * -1 = no fast path for this file. */
 	uint32_t daemon_pid;
-	int32_t data_fd;
-	int32_t table_fd;
-	uint32_t pad0;
-	uint8_t pad[60];
+	int32_t data_fd;    /* unused since version 2 (-1) */
+	int32_t table_fd;   /* unused since version 2 (-1) */
+	uint32_t pad0, pad1;
+	/* The fast path: this open's grant at the endpoint (an abstract Unix
+	 * socket, "@name"), where the shim presents the token and receives
+	 * the fds of the file's page table and RAM-tier segment, opened by
+	 * the daemon with this open's access (fusefs/grant.go). 0 = none. */
+	uint64_t grant;
+	uint8_t pad[48];
 };
 _Static_assert(sizeof(struct iow_cap) == 256, "iow_cap layout");
+_Static_assert(offsetof(struct iow_cap, grant) == 200, "iow_cap grant");
 
 #define IOW_CAP_MAGIC 0x43574f49u /* "IOWC" */
-#define IOW_CAP_VERSION 1u
+#define IOW_CAP_VERSION 2u
 /* The handshake ioctl: _IOWR so the request carries the caller's tgid. */
 #define IOW_IOC_CAP _IOWR('W', 0x57, struct iow_cap)
 
@@ -81,6 +83,7 @@ int iow_attach_fast(int fd, struct iow_ofd *o);
 void iow_detach_fast(struct iow_ofd *o);
 ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off);
 ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off);
+int iow_fast_shared_writers(struct iow_ofd *o); /* a shim may write the file in place */
 void iow_ofd_release_go(struct iow_ofd *o);
 void iow_fdtable_atfork_prepare(void);
 void iow_fdtable_atfork_parent(void);

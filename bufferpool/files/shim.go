@@ -1,5 +1,10 @@
 package files
 
+import (
+	"sync"
+	"time"
+)
+
 // PageSize is the page size of the file system's pool pages (the unit of
 // stage-in and write-back, and of the shim's page table).
 func (fs *FS) PageSize() int64 { return fs.ps }
@@ -7,17 +12,148 @@ func (fs *FS) PageSize() int64 { return fs.ps }
 // ShimMaps returns the daemon's fds of the file's shared page table and
 // RAM-tier segment (see bufferpool.Bucket.PageTable), for a door that
 // hands them to a client (the shim), and starts publishing the file's size
-// in the table. The fds stay owned by the file's bucket.
-func (h *Handle) ShimMaps() (tableFd, dataFd int, err error) {
+// in the table. The fds stay owned by the file's bucket; the door reopens
+// them with the access it grants.
+//
+// writable says the door grants a read-write map: the shim then writes
+// resident pages in place and sets their shared dirty bits. Until the
+// matching ShimUnmap, those bits are harvested into the pool every
+// shimHarvestEvery (and before every write-back, fsync, eviction or
+// demotion, by the bucket itself); a harvest that finds some sets the
+// mtime, schedules the write-back, and calls notify (the door drops what
+// the kernel cached of the file). notify may be nil.
+func (h *Handle) ShimMaps(writable bool, notify func()) (tableFd, dataFd int, err error) {
 	f := h.f
-	tableFd, dataFd, err = f.bucket.PageTable()
+	tableFd, dataFd, err = f.bucket.PageTable(writable)
 	if err != nil {
 		return -1, -1, err
 	}
 	f.shareSize()
+	f.bucket.OnShimHarvest(f.shimHarvested)
+	if writable {
+		shimWatch(f, notify)
+	}
 	return tableFd, dataFd, nil
+}
+
+// ShimUnmap ends one read-write grant of ShimMaps. At the last one the
+// pending shim writes are harvested and, since no live handle holds a
+// read-write map any more, a writer count left by a client killed inside
+// a write is reset (bufferpool.Bucket.ResetShimWriters).
+func (h *Handle) ShimUnmap() {
+	f := h.f
+	if !shimUnwatch(f) {
+		return
+	}
+	f.harvestShim()
+	f.bucket.ResetShimWriters()
 }
 
 // shareSize publishes the size in the bucket's page table (a no-op until
 // ShimMaps created it).
 func (f *file) shareSize() { f.bucket.SetSharedSize(f.size.Load()) }
+
+// shimHarvested is the bucket's harvest callback (under its write lock;
+// stateMu is a leaf): shim writes changed the data now.
+func (f *file) shimHarvested(int) {
+	f.lastWrite.Store(time.Now().UnixNano())
+	f.touch()
+}
+
+// harvestShim folds pending shim writes into the pool and, if any were
+// found (here or by a harvest inside the bucket), schedules them like
+// any write. Reports whether there were some.
+func (f *file) harvestShim() bool {
+	if f.bucket.HarvestShimWrites() == 0 {
+		return false
+	}
+	switch {
+	case f.fs.scratch:
+	case f.fs.opts.Mode == Writethrough:
+		f.writeBack(false)
+	default:
+		f.written(true)
+	}
+	return true
+}
+
+// shimHarvestEvery is how often files with read-write shim maps are
+// harvested in the background (write-back then picks the pages up).
+const shimHarvestEvery = 50 * time.Millisecond
+
+// shimFiles are the files with read-write shim grants, watched by one
+// harvester goroutine that runs while the set is not empty.
+var shimFiles struct {
+	mu      sync.Mutex
+	m       map[*file]*shimWatcher
+	running bool
+}
+
+type shimWatcher struct {
+	grants int
+	notify func()
+}
+
+func shimWatch(f *file, notify func()) {
+	shimFiles.mu.Lock()
+	defer shimFiles.mu.Unlock()
+	if shimFiles.m == nil {
+		shimFiles.m = make(map[*file]*shimWatcher)
+	}
+	w := shimFiles.m[f]
+	if w == nil {
+		w = &shimWatcher{}
+		shimFiles.m[f] = w
+	}
+	w.grants++
+	if notify != nil {
+		w.notify = notify
+	}
+	if !shimFiles.running {
+		shimFiles.running = true
+		go shimHarvester()
+	}
+}
+
+// shimUnwatch drops one grant and reports whether it was the last.
+func shimUnwatch(f *file) bool {
+	shimFiles.mu.Lock()
+	defer shimFiles.mu.Unlock()
+	w := shimFiles.m[f]
+	if w == nil {
+		return false
+	}
+	if w.grants--; w.grants > 0 {
+		return false
+	}
+	delete(shimFiles.m, f)
+	return true
+}
+
+func shimHarvester() {
+	t := time.NewTicker(shimHarvestEvery)
+	defer t.Stop()
+	type item struct {
+		f      *file
+		notify func()
+	}
+	var batch []item
+	for range t.C {
+		shimFiles.mu.Lock()
+		if len(shimFiles.m) == 0 {
+			shimFiles.running = false
+			shimFiles.mu.Unlock()
+			return
+		}
+		batch = batch[:0]
+		for f, w := range shimFiles.m {
+			batch = append(batch, item{f, w.notify})
+		}
+		shimFiles.mu.Unlock()
+		for _, it := range batch {
+			if it.f.harvestShim() && it.notify != nil {
+				it.notify()
+			}
+		}
+	}
+}

@@ -131,6 +131,19 @@ func (s *Segment) SetSize(size int64) error {
 	return nil
 }
 
+// Grow extends the file to at least size bytes (sparse), leaving the
+// logical size alone: a mapping of the segment then covers [0, size).
+func (s *Segment) Grow(size int64) error {
+	if size <= s.size {
+		return nil
+	}
+	if err := s.f.Truncate(size); err != nil {
+		return fmt.Errorf("grow segment: %w", err)
+	}
+	s.size = size
+	return nil
+}
+
 // SetLimit sets the logical size without changing the file (-1: none).
 func (s *Segment) SetLimit(limit int64) { s.limit = limit }
 

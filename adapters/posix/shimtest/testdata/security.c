@@ -19,12 +19,12 @@ int main(int argc, char **argv)
 	struct cap c;
 	memset(&c, 0, sizeof c);
 	c.magic = 0x43574f49u;
-	c.version = 1;
+	c.version = 2;
 	uint32_t pid = (uint32_t)getpid();
 	memcpy(c.rest + 16, &pid, 4); /* pid at offset 24 */
 	if (ioctl(fd, IOC, &c) != 0)
 		return 2; /* our own pid: granted */
-	memcpy(&c, &(struct cap){0x43574f49u, 1, {0}}, 8);
+	memcpy(&c, &(struct cap){0x43574f49u, 2, {0}}, 8);
 	uint32_t other = 1;
 	memcpy(c.rest + 16, &other, 4);
 	if (ioctl(fd, IOC, &c) == 0 || errno != EPERM)

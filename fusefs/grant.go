@@ -1,0 +1,291 @@
+package fusefs
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iowarp/iowarp/bufferpool/files"
+)
+
+// The grant socket: where a shim that got a capability (Ioctl) asks for the
+// shared maps of its file. The maps cannot travel through the ioctl, and
+// the daemon must choose their access itself, so they come as fds over a
+// Unix socket (SCM_RIGHTS), reopened by the daemon read-only for an
+// O_RDONLY open and read-write for an O_RDWR one (an O_WRONLY open gets
+// none: a mapping needs read access). The daemon's own fds are mode 0600,
+// so a client of another uid cannot reopen a read-only fd read-write
+// through /proc/self/fd.
+//
+// A request carries the grant id and the token of the capability. The
+// daemon trusts nothing else it says: the process and the user come from
+// SO_PEERCRED, the token is recomputed from them, the inode and the access
+// mode (CapToken), and compared in constant time; the grant must name a
+// live open of that inode by that process, user and access mode. So a
+// token replayed by another process or uid, or presented for an access
+// mode its open does not have, is refused (EPERM), as is a grant whose
+// open was released (ESTALE).
+//
+// Request (56 bytes, little endian): u32 magic "IOWG", u32 version,
+// u64 grant, u64 ino, u32 access mode, u32 0, token[32]... (see
+// grantReqSize). Reply: i32 errno (0 = granted) and u32 0; on success the
+// fds of the page table and the segment, in that order, as SCM_RIGHTS.
+
+const (
+	grantMagic   = 0x47574f49 // "IOWG"
+	grantVersion = 1
+	grantReqSize = 64
+)
+
+// grantKey is what a grant is bound to.
+type grantKey struct {
+	ino           uint64
+	pid, uid, acc uint32
+}
+
+// shimOpen is one open that asked for a capability.
+type shimOpen struct {
+	n   *node
+	h   *files.Handle
+	key grantKey
+	rw  bool // a read-write map was granted (counted in shimReg.writers)
+}
+
+// shimReg holds the live grants; writers counts, per node, the opens
+// holding a read-write map: while it is non-zero every other open of the
+// node bypasses the kernel page cache (newHandle).
+var shimReg struct {
+	mu      sync.Mutex
+	next    uint64
+	byID    map[uint64]*shimOpen
+	byH     map[*files.Handle][]uint64
+	writers map[*node]int
+}
+
+// shimRegister records a capability's open and returns its grant id.
+func shimRegister(n *node, h *files.Handle, k grantKey) uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	shimReg.mu.Lock()
+	defer shimReg.mu.Unlock()
+	if shimReg.byID == nil {
+		shimReg.byID = make(map[uint64]*shimOpen)
+		shimReg.byH = make(map[*files.Handle][]uint64)
+		shimReg.writers = make(map[*node]int)
+	}
+	// Ids are not secrets (the token is); random ones just make a stale
+	// id unlikely to name a new open.
+	id := binary.LittleEndian.Uint64(b[:]) | 1
+	for shimReg.byID[id] != nil {
+		id += 2
+	}
+	shimReg.byID[id] = &shimOpen{n: n, h: h, key: k}
+	shimReg.byH[h] = append(shimReg.byH[h], id)
+	return id
+}
+
+// shimRelease forgets the grants of a released open; the last read-write
+// map of a node lets the kernel cache it again (after dropping its copy).
+func shimRelease(n *node, h *files.Handle) {
+	shimReg.mu.Lock()
+	ids := shimReg.byH[h]
+	delete(shimReg.byH, h)
+	var unmap []*shimOpen
+	for _, id := range ids {
+		if o := shimReg.byID[id]; o != nil {
+			delete(shimReg.byID, id)
+			if o.rw {
+				unmap = append(unmap, o)
+				if shimReg.writers[o.n]--; shimReg.writers[o.n] <= 0 {
+					delete(shimReg.writers, o.n)
+				}
+			}
+		}
+	}
+	shimReg.mu.Unlock()
+	for _, o := range unmap {
+		o.h.ShimUnmap()
+	}
+	if len(unmap) > 0 {
+		go n.NotifyContent(0, 0)
+	}
+}
+
+// shimWriting reports whether a shim holds a read-write map of n.
+func shimWriting(n *node) bool {
+	shimReg.mu.Lock()
+	defer shimReg.mu.Unlock()
+	return shimReg.writers[n] > 0
+}
+
+var grantSrv struct {
+	once sync.Once
+	addr string
+	err  error
+}
+
+// grantEndpoint starts the process's grant socket (abstract, so nothing to
+// clean up) on first use and returns its address ("@name").
+func grantEndpoint() (string, error) {
+	grantSrv.once.Do(func() {
+		var b [8]byte
+		rand.Read(b[:])
+		addr := "@iowarp-shim-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+		l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: addr, Net: "unixpacket"})
+		if err != nil {
+			grantSrv.err = fmt.Errorf("grant socket: %w", err)
+			return
+		}
+		grantSrv.addr = addr
+		go grantServe(l)
+	})
+	return grantSrv.addr, grantSrv.err
+}
+
+// grantServeLimit bounds the requests served at once.
+var grantServeLimit = make(chan struct{}, 64)
+
+func grantServe(l *net.UnixListener) {
+	for {
+		c, err := l.AcceptUnix()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				log.Printf("fusefs: grant socket: %v", err)
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return
+		}
+		grantServeLimit <- struct{}{}
+		go func() {
+			defer func() { <-grantServeLimit }()
+			defer c.Close()
+			grantConn(c)
+		}()
+	}
+}
+
+// grantConn answers one request.
+func grantConn(c *net.UnixConn) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Printf("fusefs: grant request: panic: %v", r)
+		}
+	}()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	cred, err := peerCred(c)
+	if err != nil {
+		return
+	}
+	buf := make([]byte, grantReqSize)
+	n, err := c.Read(buf)
+	if err != nil {
+		return
+	}
+	fds, errno := grant(buf[:n], cred)
+	var resp [8]byte
+	binary.LittleEndian.PutUint32(resp[:], uint32(errno))
+	var oob []byte
+	if errno == 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	c.WriteMsgUnix(resp[:], oob, nil)
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	return cred, cerr
+}
+
+// grant checks a request against the caller's credentials and returns
+// the fds to send (owned by the caller of grant).
+func grant(req []byte, cred *unix.Ucred) ([]int, syscall.Errno) {
+	if len(req) < grantReqSize {
+		return nil, syscall.EPROTO
+	}
+	le := binary.LittleEndian
+	if le.Uint32(req[0:]) != grantMagic || le.Uint32(req[4:]) != grantVersion {
+		return nil, syscall.EPROTO
+	}
+	id, ino, acc := le.Uint64(req[8:]), le.Uint64(req[16:]), le.Uint32(req[24:])
+	k := grantKey{ino: ino, pid: uint32(cred.Pid), uid: cred.Uid, acc: acc}
+	want := CapToken(k.ino, k.pid, k.uid, k.acc)
+	if !hmac.Equal(want[:], req[32:64]) {
+		return nil, syscall.EPERM
+	}
+	if acc != syscall.O_RDONLY && acc != syscall.O_RDWR {
+		return nil, syscall.EACCES // a map needs read access
+	}
+	shimReg.mu.Lock()
+	o := shimReg.byID[id]
+	shimReg.mu.Unlock()
+	if o == nil || o.key != k {
+		return nil, syscall.ESTALE
+	}
+	rw := acc == syscall.O_RDWR
+	tfd, dfd, err := o.h.ShimMaps(rw, func() { go o.n.NotifyContent(0, 0) })
+	if err != nil {
+		return nil, syscall.ENODATA
+	}
+	mode := unix.O_RDONLY
+	if rw {
+		mode = unix.O_RDWR
+	}
+	fds := make([]int, 0, 2)
+	for _, fd := range []int{tfd, dfd} {
+		nfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), mode|unix.O_CLOEXEC, 0)
+		if err != nil {
+			for _, f := range fds {
+				unix.Close(f)
+			}
+			if rw {
+				o.h.ShimUnmap()
+			}
+			return nil, syscall.EIO
+		}
+		fds = append(fds, nfd)
+	}
+	if rw {
+		shimReg.mu.Lock()
+		first := false
+		if cur := shimReg.byID[id]; cur == o && !o.rw {
+			o.rw = true
+			shimReg.writers[o.n]++
+			first = shimReg.writers[o.n] == 1
+		} else {
+			defer o.h.ShimUnmap() // released meanwhile, or already counted
+		}
+		shimReg.mu.Unlock()
+		if first {
+			// From now on the kernel must not serve this inode from
+			// pages the shim can change behind it.
+			go o.n.NotifyContent(0, 0)
+		}
+	}
+	return fds, 0
+}
