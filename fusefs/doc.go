@@ -93,11 +93,46 @@
 // are taken alone.
 // Locks of the file layer are taken inside its calls only.
 //
-// # Reserved names
+// # OMNI views (/.omni)
 //
-// The root will later serve a hidden ".omni" directory (OMNI views);
-// Lookup at the root is where it will be intercepted. Nothing is reserved
-// yet.
+// With Options.OMNI the root serves a hidden directory ".omni" (found by
+// lookup, never listed, like .zfs; a real entry of that name in the
+// backing root is shadowed). It lists the assimilated datasets of the
+// registry, and /.omni/<path>/ opens any HDF5, NetCDF, Zarr, CSV, JSON
+// lines or Parquet file of the mount lazily. Groups are directories; a
+// variable is a directory of data (raw, C order), data.npy (NumPy 1.0,
+// exact size, any offset), data.csv (rendered at open, direct I/O, size
+// 0 until open), shape and dims (JSON arrays), dtype, attrs/<name> (also
+// user.* xattrs; groups have them too); schema.json at the top. Names
+// such as temperature[0:2,10:20,:] and temperature@time=2024-01:2024-06
+// are views, looked up but not listed. Everything is read-only (EROFS).
+// View directories carry the source's owner and read bits (with search
+// where readable), so the kernel applies the source's permissions.
+//
+// Data: formats run in helper processes (Formats, formats/helper), never
+// here. A view is cut into blocks that follow the variable's chunks (one
+// helper request each, decoded straight into a shared-memory staging
+// buffer) and kept as clean pages of the page bucket "omni:<path>" in the
+// pool: a second read is served from the pool without a helper, and the
+// pool may evict them like any clean page. A reader moving forward keeps
+// the helpers busy on the next two blocks.
+//
+// Coherence: each dataset has a generation keyed by the source's inode,
+// size, mtime and mode (files.FS.Lstat, which sees unflushed writes).
+// Every lookup, readdir and open compares them; a change loads a new
+// generation and drops the old bucket. Before a helper opens a file, its
+// dirty pages are written back (files.Handle.Fsync; a directory store:
+// FS.Sync) and the helper reads the backing file directly, never through
+// the mount, so a helper never waits on this daemon. Scratch mode keeps no
+// backing copy: its views fail with EIO (logged). A data file opened
+// before a change fails its reads with ESTALE. A Zarr store's generation
+// follows the store directory only (a rewritten chunk file is not seen).
+//
+// Failures: a failed open or block read is logged once (one line, with
+// the helper's last words when it crashed or timed out), remembered for
+// the generation (no second helper request) and answered EIO. No lock is
+// held while a helper works. omniFS.mu, dataset.mu and generation.mu are
+// each taken alone, inside nothing.
 //
 // # Known gaps
 //

@@ -37,6 +37,9 @@ type Options struct {
 	// KeepCache keeps the kernel page cache of a file across opens; the
 	// zero value decides per open from the file layer (files.Handle.CacheValid).
 	KeepCache KeepCache
+	// OMNI serves the hidden /.omni views of datasets (omni.go); nil
+	// turns them off.
+	OMNI *OMNIOptions
 }
 
 // KeepCache says whether the kernel page cache of a file survives open(2).
@@ -60,8 +63,9 @@ const (
 
 // Server is a mounted file system. Safe for concurrent use.
 type Server struct {
-	srv *fuse.Server
-	dir string
+	srv  *fuse.Server
+	dir  string
+	omni *omniFS // nil without Options.OMNI
 }
 
 // Mount mounts fsys on dir and serves it until Unmount. The caller must be
@@ -72,12 +76,13 @@ func Mount(dir string, fsys *files.FS, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: stat root: %w", dir, err)
 	}
+	root.m.omni = newOMNI(root.m, dir, opts.OMNI)
 	fopts := fsOptions(rootAttr, opts)
 	srv, err := fs.Mount(dir, root, fopts)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
-	return &Server{srv: srv, dir: dir}, nil
+	return &Server{srv: srv, dir: dir, omni: root.m.omni}, nil
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -131,7 +136,13 @@ func fsOptions(rootAttr fs.StableAttr, opts Options) *fs.Options {
 
 // Unmount detaches the mount; it fails (EBUSY) while files are open,
 // like umount(8).
-func (s *Server) Unmount() error { return s.srv.Unmount() }
+func (s *Server) Unmount() error {
+	err := s.srv.Unmount()
+	if err == nil && s.omni != nil {
+		s.omni.close()
+	}
+	return err
+}
 
 // Wait returns when the mount is gone (Unmount, or umount from outside).
 func (s *Server) Wait() { s.srv.Wait() }

@@ -39,6 +39,9 @@ type mount struct {
 	// it, so that hard links share one Inode and a file keeps its node
 	// while the kernel references it.
 	inodes map[uint64]*node
+
+	// omni serves /.omni (nil when off); set before the mount serves.
+	omni *omniFS
 }
 
 // node is every kind of inode: directory, regular file, symlink, fifo,

@@ -12,6 +12,9 @@ import (
 // file layer, and for a new name stats it to hand the kernel an entry.
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if name == omniDirName && n.m.omni != nil && n.IsRoot() {
+		return n.lookupOMNI(ctx, out)
+	}
 	p, errno := n.childPath(name)
 	if errno != 0 {
 		return nil, errno

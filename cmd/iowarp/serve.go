@@ -13,6 +13,8 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/formats/helper"
+	"github.com/iowarp/iowarp/formats/omni"
 	"github.com/iowarp/iowarp/fusefs"
 	"github.com/iowarp/iowarp/internal/sys"
 	"github.com/iowarp/iowarp/runtime"
@@ -38,7 +40,8 @@ type daemon struct {
 	fsys *files.FS
 	ctl  *control.Server
 	srv  *fusefs.Server
-	ipc  *ipcDaemon // runtime and client ipc (ipcserve.go)
+	ipc  *ipcDaemon   // runtime and client ipc (ipcserve.go)
+	fmts *helper.Pool // format helpers of the /.omni views
 }
 
 // serve checks, mounts, reports readiness on ready (if not nil), serves
@@ -62,6 +65,10 @@ func serve(cfg *runtime.Config, ready *os.File) error {
 	d.wait()
 	return d.close()
 }
+
+// omniDeadline bounds one format-helper request of the /.omni views: a
+// file that makes the reader loop costs this, then EIO.
+const omniDeadline = 20 * time.Second
 
 func backingName(cfg *runtime.Config) string {
 	if cfg.Mode == files.Scratch {
@@ -121,10 +128,13 @@ func (d *daemon) open() error {
 	if d.ipc, err = startIPC(cfg, d.pool, d.fsys); err != nil {
 		return err
 	}
+	// The views log helper failures themselves, one line each.
+	d.fmts = helper.New(helper.Options{Size: 2, Deadline: omniDeadline})
 	d.srv, err = fusefs.Mount(cfg.Mount, d.fsys, fusefs.Options{
 		AllowOther:  cfg.AllowOther,
 		Debug:       logrus.IsLevelEnabled(logrus.TraceLevel),
 		Passthrough: cfg.Passthrough,
+		OMNI:        &fusefs.OMNIOptions{Formats: d.fmts, Pool: d.pool, Registry: omni.DefaultRegistryDir()},
 	})
 	if errors.Is(err, syscall.EPERM) && os.Geteuid() != 0 {
 		return fmt.Errorf("%w (iowarp mount needs root)", err)
@@ -199,6 +209,9 @@ func (d *daemon) close() error {
 		note("unmount "+d.cfg.Mount, d.srv.Unmount())
 	}
 	note("stop ipc", d.ipc.Close())
+	if d.fmts != nil {
+		note("stop format helpers", d.fmts.Close())
+	}
 	if d.fsys != nil {
 		start := time.Now()
 		note("drain to "+backingName(d.cfg), d.fsys.Close())

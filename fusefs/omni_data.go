@@ -1,0 +1,448 @@
+package fusefs
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/iowarp/iowarp/formats/omni"
+)
+
+// omniPage is the page size of the views' buckets in the pool.
+const omniPage = 1 << 20
+
+const (
+	// maxPlans bounds the views resolved and kept per generation; past
+	// it a view is resolved again at each use.
+	maxPlans = 4096
+	// maxStringElems bounds a variable-length string variable read whole.
+	maxStringElems = 16 << 20
+	// maxCSV bounds the raw bytes rendered as data.csv at one open.
+	maxCSV = 64 << 20
+	// prefetchBlocks is how far ahead a sequential reader is read.
+	prefetchBlocks = 2
+)
+
+// plan is a resolved view (a variable and a hyperslab of it) and the
+// layout of its raw C-order bytes in blocks: a block is the unit of one
+// helper request and of caching. Blocks are hyperslabs contiguous in the
+// output: count 1 on the axes before axis, a run of indices on axis,
+// everything after it; runs follow the variable's chunks on axis, so a
+// whole-variable read decompresses every chunk once. Block j occupies
+// ppb pages of the generation's bucket from base+j*ppb.
+type plan struct {
+	g     *generation
+	v     *omni.Variable
+	h     omni.Hyperslab
+	dtype omni.DType // of the bytes served (S<n> for variable-length strings)
+	shape []int64    // the selection's shape
+	size  int64      // raw bytes
+	hdr   []byte     // NumPy header; nil when NumPy has no dtype for it
+	mem   []byte     // variable-length strings: the whole selection, fixed width
+
+	axis                   int
+	row, run               int64 // bytes per index on axis; indices per block
+	lineBytes, runsPerLine int64
+	nblocks, ppb, base     int64
+
+	failMu sync.Mutex
+	// failed remembers blocks a helper could not read in this generation,
+	// so a bad chunk costs one request and one log line.
+	failed map[int64]error
+}
+
+// plan resolves the view name in group (a variable, a slice or a
+// coordinate filter) and returns its plan, cached per generation.
+func (g *generation) plan(group, name string) (*plan, error) {
+	key := group + "\x00" + name
+	g.mu.Lock()
+	p := g.plans[key]
+	g.mu.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	view, err := omni.ParseView(name)
+	if err != nil {
+		return nil, err
+	}
+	v, h, err := g.ds.Resolve(group, view, g.readCoord)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Check(v.Shape); err != nil {
+		return nil, err
+	}
+	p = &plan{g: g, v: v, h: h, dtype: v.DType, shape: h.Count}
+	if v.DType == omni.String {
+		if err := p.readStrings(); err != nil {
+			return nil, err
+		}
+	}
+	p.layout(g.d.o.opt.BlockSize)
+	if p.hdr, err = omni.NPYHeader(p.dtype, p.shape); err != nil {
+		p.hdr = nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if old := g.plans[key]; old != nil {
+		return old, nil
+	}
+	p.base = g.nextPage
+	g.nextPage += p.nblocks * p.ppb
+	if len(g.plans) < maxPlans {
+		g.plans[key] = p
+	}
+	return p, nil
+}
+
+// readCoord reads a coordinate variable for a coordinate filter.
+func (g *generation) readCoord(c *omni.Variable) ([]byte, error) {
+	return g.d.o.opt.Formats.ReadAll(context.Background(), g.path, c)
+}
+
+// readStrings reads a variable-length string selection whole and keeps
+// it as fixed-width strings (what NumPy and CSV want).
+func (p *plan) readStrings() error {
+	if p.v.Len() > maxStringElems {
+		return fmt.Errorf("%s: %d strings: %w", p.v.Path, p.v.Len(), omni.ErrNotSupported)
+	}
+	raw, err := p.g.d.o.opt.Formats.ReadAll(context.Background(), p.g.path, p.v)
+	if err != nil {
+		return fmt.Errorf("read %s of %s: %w", p.v.Path, p.g.d.name(), err)
+	}
+	ss, err := omni.DecodeStrings(raw)
+	if err != nil {
+		return err
+	}
+	if int64(len(ss)) != p.v.Len() {
+		return fmt.Errorf("%s: %d strings for %d elements: %w", p.v.Path, len(ss), p.v.Len(), omni.ErrCorrupt)
+	}
+	dt, fixed, err := omni.FixStrings(omni.EncodeStrings(selectStrings(ss, p.v.Shape, p.h)))
+	if err != nil {
+		return err
+	}
+	p.dtype, p.mem = dt, fixed
+	return nil
+}
+
+// selectStrings picks the elements of h from ss (C order over shape).
+func selectStrings(ss []string, shape []int64, h omni.Hyperslab) []string {
+	n := len(shape)
+	out := make([]string, 0, h.Len())
+	if h.Len() == 0 {
+		return out
+	}
+	idx := make([]int64, n)
+	for {
+		flat := int64(0)
+		for i := range n {
+			flat = flat*shape[i] + h.Start[i] + idx[i]*h.StrideAt(i)
+		}
+		out = append(out, ss[flat])
+		i := n - 1
+		for ; i >= 0; i-- {
+			if idx[i]++; idx[i] < h.Count[i] {
+				break
+			}
+			idx[i] = 0
+		}
+		if i < 0 {
+			return out
+		}
+	}
+}
+
+// layout splits the selection into blocks of about target bytes.
+func (p *plan) layout(target int64) {
+	es := int64(p.dtype.Size())
+	n := len(p.shape)
+	p.size = omni.NumElements(p.shape) * es
+	if p.size == 0 || p.mem != nil {
+		return
+	}
+	if n == 0 {
+		p.axis, p.row, p.run, p.lineBytes, p.runsPerLine, p.nblocks, p.ppb = -1, es, 1, es, 1, 1, 1
+		return
+	}
+	row := make([]int64, n)
+	for k, r := n-1, es; k >= 0; k-- {
+		row[k] = r
+		r *= p.shape[k]
+	}
+	maxBlock := 8 * target
+	k, unit := p.blockAxis(row, maxBlock)
+	run := max(unit, target/(row[k]*unit)*unit)
+	run = min(run, p.shape[k])
+	outer := omni.NumElements(p.shape[:k])
+	p.axis, p.row, p.run = k, row[k], run
+	p.lineBytes = p.shape[k] * row[k]
+	p.runsPerLine = (p.shape[k] + run - 1) / run
+	p.nblocks = outer * p.runsPerLine
+	p.ppb = (run*row[k] + omniPage - 1) / omniPage
+}
+
+// blockAxis picks the outermost axis where a chunk-aligned run fits in
+// maxBlock; else the outermost where one index does (unit 1).
+func (p *plan) blockAxis(row []int64, maxBlock int64) (axis int, unit int64) {
+	for k := range row {
+		unit = 1
+		if k < len(p.v.Chunks) && len(p.v.Chunks) == len(p.shape) && p.h.StrideAt(k) == 1 && p.v.Chunks[k] > 0 {
+			unit = min(p.v.Chunks[k], p.shape[k])
+		}
+		if row[k]*unit <= maxBlock {
+			return k, unit
+		}
+	}
+	for k := range row {
+		if row[k] <= maxBlock {
+			return k, 1
+		}
+	}
+	return len(row) - 1, 1
+}
+
+// block returns the hyperslab of block j, its offset in the raw data and
+// its length.
+func (p *plan) block(j int64) (omni.Hyperslab, int64, int64) {
+	n := len(p.shape)
+	h := omni.Hyperslab{Start: make([]int64, n), Count: make([]int64, n), Stride: p.h.Strides()}
+	if p.axis < 0 {
+		return h, 0, p.row
+	}
+	l, r := j/p.runsPerLine, j%p.runsPerLine
+	k := p.axis
+	for i, rem := k-1, l; i >= 0; i-- {
+		h.Start[i] = p.h.Start[i] + (rem%p.shape[i])*h.Stride[i]
+		h.Count[i] = 1
+		rem /= p.shape[i]
+	}
+	first := r * p.run
+	h.Start[k] = p.h.Start[k] + first*h.Stride[k]
+	h.Count[k] = min(p.run, p.shape[k]-first)
+	for i := k + 1; i < n; i++ {
+		h.Start[i], h.Count[i] = p.h.Start[i], p.shape[i]
+	}
+	return h, l*p.lineBytes + first*p.row, h.Count[k] * p.row
+}
+
+// blockAt returns the block holding raw offset off and the offset in it.
+func (p *plan) blockAt(off int64) (j, in int64) {
+	if p.axis < 0 {
+		return 0, off
+	}
+	l, rem := off/p.lineBytes, off%p.lineBytes
+	r := rem / (p.run * p.row)
+	return l*p.runsPerLine + r, rem - r*p.run*p.row
+}
+
+// cursor is the read position of one open data file: reads that follow
+// it start the prefetch of the next blocks.
+type cursor struct{ last atomic.Int64 }
+
+func newCursor() *cursor {
+	c := &cursor{}
+	c.last.Store(-1)
+	return c
+}
+
+// readAt reads raw bytes of the selection at off, fetching missing
+// blocks through a helper.
+func (p *plan) readAt(ctx context.Context, dst []byte, off int64, c *cursor) (int, error) {
+	if off >= p.size {
+		return 0, nil
+	}
+	dst = dst[:min(int64(len(dst)), p.size-off)]
+	if p.mem != nil {
+		return copy(dst, p.mem[off:]), nil
+	}
+	n := 0
+	for n < len(dst) {
+		j, in := p.blockAt(off + int64(n))
+		_, _, blen := p.block(j)
+		m := int(min(int64(len(dst)-n), blen-in))
+		if err := p.readBlock(ctx, j, in, dst[n:n+m], c); err != nil {
+			return n, err
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// readBlock reads buf at in of block j: from the pool, else by a fetch
+// (shared with concurrent readers of the same block).
+func (p *plan) readBlock(ctx context.Context, j, in int64, buf []byte, c *cursor) error {
+	err := p.readBlockData(ctx, j, in, buf)
+	if c != nil && err == nil {
+		// A reader moving forward block by block: keep the helpers busy
+		// on the next blocks while it consumes this one.
+		if last := c.last.Swap(j); j == last+1 || j == last+2 {
+			p.prefetch(j)
+		}
+	}
+	return err
+}
+
+func (p *plan) readBlockData(ctx context.Context, j, in int64, buf []byte) error {
+	o := p.g.d.o
+	if p.readPages(j, in, buf) {
+		o.stats.blockHits.Add(1)
+		return nil
+	}
+	f, owner := p.g.startFetch(p, j)
+	if owner {
+		p.runFetch(f, j)
+	} else {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			go func() { <-f.done; f.unref() }()
+			return ctx.Err()
+		}
+	}
+	defer f.unref()
+	if f.err != nil {
+		return f.err
+	}
+	copy(buf, f.data[in:])
+	return nil
+}
+
+// readPages copies buf from the pool; false if a page is missing.
+func (p *plan) readPages(j, in int64, buf []byte) bool {
+	b := p.g.bucket
+	for len(buf) > 0 {
+		page := p.base + j*p.ppb + in/omniPage
+		poff := in % omniPage
+		m := min(int64(len(buf)), omniPage-poff)
+		found, err := b.ReadPage(page, poff, buf[:m], nil)
+		if !found || err != nil {
+			return false
+		}
+		buf, in = buf[m:], in+m
+	}
+	return true
+}
+
+// resident reports whether every page of block j is in the pool.
+func (p *plan) resident(j int64) bool {
+	first := p.base + j*p.ppb
+	return p.g.bucket.HasPage(first) && p.g.bucket.HasPage(first+p.ppb-1)
+}
+
+// prefetch starts reading the blocks after j that are neither resident
+// nor being read, at most prefetchBlocks of them.
+func (p *plan) prefetch(j int64) {
+	for k := j + 1; k <= j+prefetchBlocks && k < p.nblocks; k++ {
+		if p.resident(k) {
+			continue
+		}
+		if f, owner := p.g.startFetch(p, k); owner {
+			go func() { p.runFetch(f, k); f.unref() }()
+		} else {
+			f.unref()
+		}
+	}
+}
+
+// fetch is one block being read by a helper. Readers that share it hold
+// a reference; the staging memory goes back when the last lets go.
+type fetch struct {
+	done chan struct{}
+	err  error
+	data []byte
+	st   *staging
+	refs atomic.Int32
+	o    *omniFS
+}
+
+func (f *fetch) unref() {
+	if f.refs.Add(-1) == 0 && f.st != nil {
+		f.o.staging.put(f.st)
+	}
+}
+
+// startFetch returns the fetch of block j, with a reference; owner is
+// true when the caller must run it.
+func (g *generation) startFetch(p *plan, j int64) (f *fetch, owner bool) {
+	key := p.base + j*p.ppb
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f := g.fetching[key]; f != nil {
+		f.refs.Add(1)
+		return f, false
+	}
+	f = &fetch{done: make(chan struct{}), o: g.d.o}
+	f.refs.Store(1)
+	g.fetching[key] = f
+	return f, true
+}
+
+// runFetch reads block j through a helper into staging memory, keeps its
+// pages in the pool (clean: the pool may evict them) and wakes the
+// readers waiting for it.
+func (p *plan) runFetch(f *fetch, j int64) {
+	g := p.g
+	defer func() {
+		g.mu.Lock()
+		delete(g.fetching, p.base+j*p.ppb)
+		g.mu.Unlock()
+		close(f.done)
+	}()
+	if f.err = p.failure(j); f.err != nil {
+		return
+	}
+	if f.err = g.fresh(); f.err != nil {
+		return
+	}
+	slab, _, blen := p.block(j)
+	st, err := g.d.o.staging.get(p.ppb * omniPage)
+	if err != nil {
+		f.err = err
+		return
+	}
+	n, err := g.d.o.opt.Formats.ReadTo(context.Background(), g.path, p.v, slab, st.f, 0)
+	if err == nil && n != blen {
+		err = fmt.Errorf("helper wrote %d bytes for %d: %w", n, blen, omni.ErrCorrupt)
+	}
+	if err != nil {
+		g.d.o.staging.put(st)
+		f.err = p.fail(j, err)
+		return
+	}
+	g.d.o.stats.blockReads.Add(1)
+	clear(st.mem[blen : p.ppb*omniPage])
+	first := p.base + j*p.ppb
+	for i := range p.ppb {
+		// A full pool or a superseded bucket only costs the cache.
+		g.bucket.PutPage(first+i, st.mem[i*omniPage:(i+1)*omniPage], false)
+	}
+	f.st, f.data = st, st.mem[:blen]
+}
+
+func (p *plan) failure(j int64) error {
+	p.failMu.Lock()
+	defer p.failMu.Unlock()
+	return p.failed[j]
+}
+
+// fail records and logs the failure of block j.
+func (p *plan) fail(j int64, err error) error {
+	slab, _, _ := p.block(j)
+	err = fmt.Errorf("read %s%v of %s: %w", p.v.Path, slab.Start, p.g.d.name(), err)
+	p.failMu.Lock()
+	if p.failed == nil {
+		p.failed = map[int64]error{}
+	}
+	p.failed[j] = err
+	p.failMu.Unlock()
+	p.g.d.o.logf(err)
+	return err
+}
+
+// readAll reads the whole selection (for data.csv).
+func (p *plan) readAll(ctx context.Context) ([]byte, error) {
+	buf := make([]byte, p.size)
+	n, err := p.readAt(ctx, buf, 0, nil)
+	return buf[:n], err
+}

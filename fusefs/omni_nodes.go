@@ -1,0 +1,881 @@
+package fusefs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"path"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/formats/omni"
+)
+
+// The node tree under /.omni. Every node names what it shows (a dataset
+// and a group, variable or view in it) and resolves it against the
+// dataset's current generation at each call, so a changed source is seen
+// at the next lookup, getattr or open. Everything is read-only (EROFS).
+
+// omniBase is embedded in every node of the tree.
+type omniBase struct {
+	fs.Inode
+	o *omniFS
+}
+
+// keyed nodes say what they show, so a lookup reuses the child node that
+// shows the same thing.
+type keyed interface{ omniKey() string }
+
+// child returns the node for name: the existing child if it shows the
+// same thing, else a new node.
+func (b *omniBase) child(ctx context.Context, name string, ops fs.InodeEmbedder, dir bool) *fs.Inode {
+	key := ops.(keyed).omniKey()
+	if ch := b.GetChild(name); ch != nil {
+		if k, ok := ch.Operations().(keyed); ok && k.omniKey() == key {
+			return ch
+		}
+	}
+	mode := uint32(syscall.S_IFREG)
+	if dir {
+		mode = syscall.S_IFDIR
+	}
+	return b.NewInode(ctx, ops, fs.StableAttr{Mode: mode})
+}
+
+// entry fills the reply of a lookup from the child's own attributes.
+func (b *omniBase) entry(ctx context.Context, ch *fs.Inode, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	var ao fuse.AttrOut
+	if g, ok := ch.Operations().(fs.NodeGetattrer); ok {
+		if errno := g.Getattr(ctx, nil, &ao); errno != 0 {
+			return nil, errno
+		}
+	}
+	out.Attr = ao.Attr
+	out.SetEntryTimeout(b.o.m.entryTTL)
+	out.SetAttrTimeout(b.o.m.attrTTL)
+	return ch, 0
+}
+
+// Writes of any kind fail with EROFS.
+func (b *omniBase) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+func (b *omniBase) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (b *omniBase) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.EROFS
+}
+func (b *omniBase) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (b *omniBase) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (b *omniBase) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (b *omniBase) Unlink(ctx context.Context, name string) syscall.Errno { return syscall.EROFS }
+func (b *omniBase) Rmdir(ctx context.Context, name string) syscall.Errno  { return syscall.EROFS }
+func (b *omniBase) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	return syscall.EROFS
+}
+func (b *omniBase) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	return syscall.EROFS
+}
+func (b *omniBase) Removexattr(ctx context.Context, attr string) syscall.Errno { return syscall.EROFS }
+
+var (
+	_ fs.NodeSetattrer     = (*omniBase)(nil)
+	_ fs.NodeMkdirer       = (*omniBase)(nil)
+	_ fs.NodeCreater       = (*omniBase)(nil)
+	_ fs.NodeMknoder       = (*omniBase)(nil)
+	_ fs.NodeSymlinker     = (*omniBase)(nil)
+	_ fs.NodeLinker        = (*omniBase)(nil)
+	_ fs.NodeUnlinker      = (*omniBase)(nil)
+	_ fs.NodeRmdirer       = (*omniBase)(nil)
+	_ fs.NodeRenamer       = (*omniBase)(nil)
+	_ fs.NodeSetxattrer    = (*omniBase)(nil)
+	_ fs.NodeRemovexattrer = (*omniBase)(nil)
+)
+
+// dirAttr fills the attributes of a view directory of a source with
+// attributes st: the source's owner and times; read and search where the
+// source is readable, so the kernel applies the source's permissions.
+func dirAttr(st *unix.Stat_t, a *fuse.Attr) {
+	r := st.Mode & 0o444
+	a.Mode = syscall.S_IFDIR | r | r>>2
+	a.Nlink = 2
+	ownerTimes(st, a)
+}
+
+// fileAttr fills the attributes of a read-only view file of size n.
+func fileAttr(st *unix.Stat_t, n int64, a *fuse.Attr) {
+	a.Mode = syscall.S_IFREG | st.Mode&0o444
+	a.Nlink = 1
+	a.Size = uint64(n)
+	a.Blocks = uint64((n + 511) / 512)
+	a.Blksize = omniPage
+	ownerTimes(st, a)
+}
+
+func ownerTimes(st *unix.Stat_t, a *fuse.Attr) {
+	a.Uid, a.Gid = st.Uid, st.Gid
+	a.Mtime, a.Mtimensec = uint64(st.Mtim.Sec), uint32(st.Mtim.Nsec)
+	a.Ctime, a.Ctimensec = uint64(st.Ctim.Sec), uint32(st.Ctim.Nsec)
+	a.Atime, a.Atimensec = uint64(st.Atim.Sec), uint32(st.Atim.Nsec)
+}
+
+func dirEntries(names []string, dirs map[string]bool) fs.DirStream {
+	out := make([]fuse.DirEntry, 0, len(names))
+	for _, n := range names {
+		mode := uint32(syscall.S_IFREG)
+		if dirs[n] {
+			mode = syscall.S_IFDIR
+		}
+		out = append(out, fuse.DirEntry{Name: n, Mode: mode})
+	}
+	return fs.NewListDirStream(out)
+}
+
+// --- /.omni ---
+
+// omniRoot is /.omni: the assimilated datasets by name, and every file
+// or directory of the mount by its path.
+type omniRoot struct{ omniBase }
+
+var (
+	_ fs.NodeLookuper  = (*omniRoot)(nil)
+	_ fs.NodeReaddirer = (*omniRoot)(nil)
+	_ fs.NodeGetattrer = (*omniRoot)(nil)
+)
+
+func (r *omniRoot) omniKey() string { return "root" }
+
+// lookupOMNI is the root's lookup of ".omni" (hidden: not listed).
+func (n *node) lookupOMNI(ctx context.Context, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	o := n.m.omni
+	r := &omniRoot{omniBase{o: o}}
+	var ch *fs.Inode
+	if old := n.GetChild(omniDirName); old != nil {
+		if _, ok := old.Operations().(*omniRoot); ok {
+			ch = old
+		}
+	}
+	if ch == nil {
+		ch = n.NewInode(ctx, r, fs.StableAttr{Mode: syscall.S_IFDIR})
+	}
+	var ao fuse.AttrOut
+	ch.Operations().(*omniRoot).Getattr(ctx, nil, &ao)
+	out.Attr = ao.Attr
+	out.SetEntryTimeout(n.m.entryTTL)
+	out.SetAttrTimeout(n.m.attrTTL)
+	return ch, 0
+}
+
+func (r *omniRoot) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	st, err := r.o.m.fs.Lstat("")
+	if err != nil {
+		return toErrno(err)
+	}
+	dirAttr(&st, &out.Attr)
+	out.Mode = syscall.S_IFDIR | 0o555
+	return 0
+}
+
+func (r *omniRoot) registry() omni.Registry { return omni.Registry{Dir: r.o.opt.Registry} }
+
+func (r *omniRoot) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	var names []string
+	dirs := map[string]bool{}
+	if r.o.opt.Registry != "" {
+		entries, err := r.registry().List()
+		if err != nil {
+			return nil, omniErrno(err)
+		}
+		for _, e := range entries {
+			names = append(names, e.Name)
+			dirs[e.Name] = true
+		}
+	}
+	return dirEntries(names, dirs), 0
+}
+
+// Lookup finds an assimilated dataset by name, else a file or directory
+// of the mount.
+func (r *omniRoot) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if r.o.opt.Registry != "" && omni.ValidName(name) {
+		if e, err := r.registry().Get(name); err == nil {
+			d := r.o.datasetOf(e.Source)
+			return r.entry(ctx, r.child(ctx, name, &omniGroup{omniBase{o: r.o}, d, "/"}, true), out)
+		}
+	}
+	return lookupPath(ctx, &r.omniBase, name, out)
+}
+
+// lookupPath looks up mount-relative path rel under a view directory: a
+// directory store or a dataset file becomes a dataset, another directory
+// a path directory.
+func lookupPath(ctx context.Context, b *omniBase, rel string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	st, err := b.o.m.fs.Lstat(rel)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	name := path.Base(rel)
+	switch {
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR && !isStore(b.o.m.fs, rel):
+		return b.entry(ctx, b.child(ctx, name, &omniPathDir{omniBase{o: b.o}, rel}, true), out)
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR || (st.Mode&unix.S_IFMT == unix.S_IFREG && isDatasetFile(b.o.m.fs, rel)):
+		d := b.o.datasetAt(rel)
+		return b.entry(ctx, b.child(ctx, name, &omniGroup{omniBase{o: b.o}, d, "/"}, true), out)
+	}
+	return nil, syscall.ENOENT
+}
+
+// datasetExts are the file names the views open as datasets.
+var datasetExts = []string{".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".cdf", ".netcdf",
+	".csv", ".tsv", ".jsonl", ".ndjson", ".parquet", ".pq"}
+
+// isDatasetFile: a known extension, or an HDF5 or NetCDF-3 signature.
+func isDatasetFile(fsys *files.FS, rel string) bool {
+	if omni.HasExt(rel, datasetExts...) {
+		return true
+	}
+	h, _, err := fsys.Open(rel, unix.O_RDONLY, 0, files.Cred{})
+	if err != nil {
+		return false
+	}
+	defer h.Release()
+	head := make([]byte, 8)
+	n, _ := h.ReadAt(head, 0)
+	head = head[:n]
+	return omni.HasHDF5Signature(head) || (n >= 4 && string(head[:3]) == "CDF")
+}
+
+// isStore: a Zarr directory store.
+func isStore(fsys *files.FS, rel string) bool {
+	for _, f := range []string{".zgroup", ".zarray", ".zmetadata"} {
+		if _, err := fsys.Lstat(rel + "/" + f); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// omniPathDir mirrors a directory of the mount under /.omni.
+type omniPathDir struct {
+	omniBase
+	rel string
+}
+
+var (
+	_ fs.NodeLookuper  = (*omniPathDir)(nil)
+	_ fs.NodeReaddirer = (*omniPathDir)(nil)
+	_ fs.NodeGetattrer = (*omniPathDir)(nil)
+)
+
+func (p *omniPathDir) omniKey() string { return "p:" + p.rel }
+
+func (p *omniPathDir) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	st, err := p.o.m.fs.Lstat(p.rel)
+	if err != nil {
+		return toErrno(err)
+	}
+	dirAttr(&st, &out.Attr)
+	return 0
+}
+
+func (p *omniPathDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return lookupPath(ctx, &p.omniBase, p.rel+"/"+name, out)
+}
+
+// Readdir lists subdirectories and files with a dataset extension.
+func (p *omniPathDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	list, err := p.o.m.fs.ReadDir(p.rel)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	var names []string
+	dirs := map[string]bool{}
+	for _, e := range list {
+		if e.Mode&unix.S_IFMT == unix.S_IFDIR || (e.Mode&unix.S_IFMT == unix.S_IFREG && omni.HasExt(e.Name, datasetExts...)) {
+			names = append(names, e.Name)
+			dirs[e.Name] = true // datasets are directories here
+		}
+	}
+	return dirEntries(names, dirs), 0
+}
+
+// --- datasets and groups ---
+
+// omniGroup is a group of a dataset; the root group is the dataset's
+// directory and also holds schema.json.
+type omniGroup struct {
+	omniBase
+	d     *dataset
+	group string
+}
+
+var (
+	_ fs.NodeLookuper    = (*omniGroup)(nil)
+	_ fs.NodeReaddirer   = (*omniGroup)(nil)
+	_ fs.NodeGetattrer   = (*omniGroup)(nil)
+	_ fs.NodeGetxattrer  = (*omniGroup)(nil)
+	_ fs.NodeListxattrer = (*omniGroup)(nil)
+)
+
+const schemaName = "schema.json"
+
+func (g *omniGroup) omniKey() string { return "g:" + g.d.key + "\x00" + g.group }
+
+func (g *omniGroup) resolve() (*generation, *omni.Group, error) {
+	gen, err := g.d.current()
+	if err != nil {
+		return nil, nil, err
+	}
+	grp, err := gen.ds.Group(g.group)
+	return gen, grp, err
+}
+
+// Getattr does not open the dataset: ls -l of /.omni/dir stays cheap.
+func (g *omniGroup) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	st, err := g.d.lstat()
+	if err != nil {
+		return omniErrno(err)
+	}
+	dirAttr(&st, &out.Attr)
+	return 0
+}
+
+// hasAttrsDir: the group's attributes show as attrs/ unless a child
+// already has that name.
+func hasAttrsDir(grp *omni.Group) bool {
+	if len(grp.Attrs) == 0 {
+		return false
+	}
+	for _, c := range grp.Groups {
+		if c.Name == "attrs" {
+			return false
+		}
+	}
+	for _, v := range grp.Variables {
+		if v.Name == "attrs" {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *omniGroup) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	_, grp, err := g.resolve()
+	if err != nil {
+		return nil, omniErrno(err)
+	}
+	var names []string
+	dirs := map[string]bool{}
+	if g.group == "/" {
+		names = append(names, schemaName)
+	}
+	if hasAttrsDir(grp) {
+		names = append(names, "attrs")
+		dirs["attrs"] = true
+	}
+	for _, c := range grp.Groups {
+		names = append(names, c.Name)
+		dirs[c.Name] = true
+	}
+	for _, v := range grp.Variables {
+		names = append(names, v.Name)
+		dirs[v.Name] = true
+	}
+	return dirEntries(names, dirs), 0
+}
+
+func (g *omniGroup) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	gen, grp, err := g.resolve()
+	if err != nil {
+		return nil, omniErrno(err)
+	}
+	switch {
+	case g.group == "/" && name == schemaName:
+		return g.entry(ctx, g.child(ctx, name, &omniStatic{omniBase{o: g.o}, g.d, "schema", schemaOf}, false), out)
+	case name == "attrs" && hasAttrsDir(grp):
+		return g.entry(ctx, g.child(ctx, name, &omniAttrs{omniBase{o: g.o}, g.d, g.group, ""}, true), out)
+	}
+	for _, c := range grp.Groups {
+		if c.Name == name {
+			return g.entry(ctx, g.child(ctx, name, &omniGroup{omniBase{o: g.o}, g.d, c.Path}, true), out)
+		}
+	}
+	if _, err := gen.plan(g.group, name); err != nil {
+		if errorsIsInvalidView(name, err) {
+			return nil, syscall.EINVAL
+		}
+		return nil, omniErrno(err)
+	}
+	return g.entry(ctx, g.child(ctx, name, &omniVar{omniBase{o: g.o}, g.d, g.group, name}, true), out)
+}
+
+// errorsIsInvalidView: a name that tried to be a slice or filter and is
+// not well formed is EINVAL; any other unknown name ENOENT.
+func errorsIsInvalidView(name string, err error) bool {
+	return strings.ContainsAny(name, "[@") && errors.Is(err, omni.ErrInvalid)
+}
+
+func schemaOf(gen *generation) ([]byte, error) { return gen.ds.Schema() }
+
+func (g *omniGroup) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	_, grp, err := g.resolve()
+	if err != nil {
+		return 0, omniErrno(err)
+	}
+	return getxattr(grp.Attrs, attr, dest)
+}
+
+func (g *omniGroup) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	_, grp, err := g.resolve()
+	if err != nil {
+		return 0, omniErrno(err)
+	}
+	return listxattr(grp.Attrs, dest)
+}
+
+// getxattr serves user.<name> from attrs.
+func getxattr(attrs []omni.Attribute, attr string, dest []byte) (uint32, syscall.Errno) {
+	name, ok := strings.CutPrefix(attr, "user.")
+	if !ok {
+		return 0, syscall.ENODATA
+	}
+	a, ok := omni.Attr(attrs, name)
+	if !ok {
+		return 0, syscall.ENODATA
+	}
+	v := a.String()
+	if len(dest) == 0 {
+		return uint32(len(v)), 0
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), syscall.ERANGE
+	}
+	return uint32(copy(dest, v)), 0
+}
+
+func listxattr(attrs []omni.Attribute, dest []byte) (uint32, syscall.Errno) {
+	var b bytes.Buffer
+	for _, a := range attrs {
+		b.WriteString("user." + a.Name)
+		b.WriteByte(0)
+	}
+	if len(dest) == 0 {
+		return uint32(b.Len()), 0
+	}
+	if len(dest) < b.Len() {
+		return uint32(b.Len()), syscall.ERANGE
+	}
+	return uint32(copy(dest, b.Bytes())), 0
+}
+
+// --- variables ---
+
+// omniVar is a variable, or a slice or filter of one: its data in three
+// renderings, its metadata as small files.
+type omniVar struct {
+	omniBase
+	d     *dataset
+	group string
+	view  string
+}
+
+var (
+	_ fs.NodeLookuper    = (*omniVar)(nil)
+	_ fs.NodeReaddirer   = (*omniVar)(nil)
+	_ fs.NodeGetattrer   = (*omniVar)(nil)
+	_ fs.NodeGetxattrer  = (*omniVar)(nil)
+	_ fs.NodeListxattrer = (*omniVar)(nil)
+)
+
+func (v *omniVar) omniKey() string { return "v:" + v.d.key + "\x00" + v.group + "\x00" + v.view }
+
+func (v *omniVar) plan() (*plan, error) {
+	gen, err := v.d.current()
+	if err != nil {
+		return nil, err
+	}
+	return gen.plan(v.group, v.view)
+}
+
+func (v *omniVar) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	st, err := v.d.lstat()
+	if err != nil {
+		return omniErrno(err)
+	}
+	dirAttr(&st, &out.Attr)
+	return 0
+}
+
+// varFiles are the names in a variable's directory.
+var varFiles = []string{"data", "data.npy", "data.csv", "shape", "dtype", "dims", "attrs"}
+
+func (v *omniVar) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	p, err := v.plan()
+	if err != nil {
+		return nil, omniErrno(err)
+	}
+	names := slices.Clone(varFiles)
+	if p.hdr == nil {
+		names = slices.DeleteFunc(names, func(s string) bool { return s == "data.npy" })
+	}
+	return dirEntries(names, map[string]bool{"attrs": true}), 0
+}
+
+func (v *omniVar) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	p, err := v.plan()
+	if err != nil {
+		return nil, omniErrno(err)
+	}
+	var ops fs.InodeEmbedder
+	switch name {
+	case "data":
+		ops = &omniData{omniBase{o: v.o}, v, dataRaw}
+	case "data.npy":
+		if p.hdr == nil {
+			return nil, syscall.ENOENT
+		}
+		ops = &omniData{omniBase{o: v.o}, v, dataNPY}
+	case "data.csv":
+		ops = &omniData{omniBase{o: v.o}, v, dataCSV}
+	case "shape", "dtype", "dims":
+		ops = &omniStatic{omniBase{o: v.o}, v.d, v.view + "\x00" + name, v.meta(name)}
+	case "attrs":
+		return v.entry(ctx, v.child(ctx, name, &omniAttrs{omniBase{o: v.o}, v.d, v.group, v.view}, true), out)
+	default:
+		return nil, syscall.ENOENT
+	}
+	return v.entry(ctx, v.child(ctx, name, ops, false), out)
+}
+
+// meta renders shape, dtype or dims of the view: shape and dims as JSON
+// arrays, dtype as its name, each on one line.
+func (v *omniVar) meta(name string) func(*generation) ([]byte, error) {
+	return func(gen *generation) ([]byte, error) {
+		p, err := gen.plan(v.group, v.view)
+		if err != nil {
+			return nil, err
+		}
+		var val any
+		switch name {
+		case "shape":
+			val = append([]int64{}, p.shape...)
+		case "dims":
+			val = append([]string{}, p.v.Dims...)
+		default:
+			return []byte(string(p.dtype) + "\n"), nil
+		}
+		b, err := json.Marshal(val)
+		return append(b, '\n'), err
+	}
+}
+
+func (v *omniVar) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	p, err := v.plan()
+	if err != nil {
+		return 0, omniErrno(err)
+	}
+	return getxattr(p.v.Attrs, attr, dest)
+}
+
+func (v *omniVar) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	p, err := v.plan()
+	if err != nil {
+		return 0, omniErrno(err)
+	}
+	return listxattr(p.v.Attrs, dest)
+}
+
+// omniAttrs is attrs/ of a variable (view != "") or a group: one file
+// per attribute.
+type omniAttrs struct {
+	omniBase
+	d     *dataset
+	group string
+	view  string
+}
+
+var (
+	_ fs.NodeLookuper  = (*omniAttrs)(nil)
+	_ fs.NodeReaddirer = (*omniAttrs)(nil)
+	_ fs.NodeGetattrer = (*omniAttrs)(nil)
+)
+
+func (a *omniAttrs) omniKey() string { return "a:" + a.d.key + "\x00" + a.group + "\x00" + a.view }
+
+func attrsOf(gen *generation, group, view string) ([]omni.Attribute, error) {
+	if view == "" {
+		grp, err := gen.ds.Group(group)
+		if err != nil {
+			return nil, err
+		}
+		return grp.Attrs, nil
+	}
+	p, err := gen.plan(group, view)
+	if err != nil {
+		return nil, err
+	}
+	return p.v.Attrs, nil
+}
+
+// attrFileName: attributes whose names cannot be file names are only
+// xattrs.
+func attrFileName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
+}
+
+func (a *omniAttrs) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	st, err := a.d.lstat()
+	if err != nil {
+		return omniErrno(err)
+	}
+	dirAttr(&st, &out.Attr)
+	return 0
+}
+
+func (a *omniAttrs) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	gen, err := a.d.current()
+	if err != nil {
+		return nil, omniErrno(err)
+	}
+	attrs, err := attrsOf(gen, a.group, a.view)
+	if err != nil {
+		return nil, omniErrno(err)
+	}
+	var names []string
+	for _, at := range attrs {
+		if attrFileName(at.Name) {
+			names = append(names, at.Name)
+		}
+	}
+	return dirEntries(names, nil), 0
+}
+
+func (a *omniAttrs) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	gen, err := a.d.current()
+	if err != nil {
+		return nil, omniErrno(err)
+	}
+	attrs, err := attrsOf(gen, a.group, a.view)
+	if err != nil {
+		return nil, omniErrno(err)
+	}
+	if _, ok := omni.Attr(attrs, name); !ok || !attrFileName(name) {
+		return nil, syscall.ENOENT
+	}
+	group, view := a.group, a.view
+	content := func(gen *generation) ([]byte, error) {
+		attrs, err := attrsOf(gen, group, view)
+		if err != nil {
+			return nil, err
+		}
+		at, ok := omni.Attr(attrs, name)
+		if !ok {
+			return nil, syscall.ENOENT
+		}
+		return []byte(at.String() + "\n"), nil
+	}
+	st := &omniStatic{omniBase{o: a.o}, a.d, "attr\x00" + group + "\x00" + view + "\x00" + name, content}
+	return a.entry(ctx, a.child(ctx, name, st, false), out)
+}
+
+// --- files ---
+
+// omniStatic is a small file rendered from the current generation.
+type omniStatic struct {
+	omniBase
+	d       *dataset
+	id      string
+	content func(*generation) ([]byte, error)
+}
+
+var (
+	_ fs.NodeGetattrer = (*omniStatic)(nil)
+	_ fs.NodeOpener    = (*omniStatic)(nil)
+	_ fs.NodeReader    = (*omniStatic)(nil)
+)
+
+func (s *omniStatic) omniKey() string { return "s:" + s.d.key + "\x00" + s.id }
+
+func (s *omniStatic) render() (*generation, []byte, error) {
+	gen, err := s.d.current()
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := s.content(gen)
+	return gen, b, err
+}
+
+func (s *omniStatic) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if h, ok := f.(*omniBytes); ok {
+		fileAttr(&h.gen.stat, int64(len(h.b)), &out.Attr)
+		return 0
+	}
+	gen, b, err := s.render()
+	if err != nil {
+		return omniErrno(err)
+	}
+	fileAttr(&gen.stat, int64(len(b)), &out.Attr)
+	return 0
+}
+
+// omniBytes is an open file whose whole content was rendered at open.
+type omniBytes struct {
+	gen *generation
+	b   []byte
+}
+
+func (s *omniStatic) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	gen, b, err := s.render()
+	if err != nil {
+		return nil, 0, omniErrno(err)
+	}
+	return &omniBytes{gen, b}, 0, 0
+}
+
+func (s *omniStatic) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return readBytes(f, dest, off)
+}
+
+func readBytes(f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h, ok := f.(*omniBytes)
+	if !ok {
+		return nil, syscall.EBADF
+	}
+	if off >= int64(len(h.b)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	return fuse.ReadResultData(h.b[off:min(int64(len(h.b)), off+int64(len(dest)))]), 0
+}
+
+// dataKind is a rendering of a variable's data.
+type dataKind int
+
+const (
+	dataRaw dataKind = iota // C order, native byte order
+	dataNPY                 // NumPy 1.0 header, then the raw bytes
+	dataCSV                 // omni.WriteCSV, rendered at open
+)
+
+// omniData is data, data.npy or data.csv of a view.
+type omniData struct {
+	omniBase
+	v    *omniVar
+	kind dataKind
+}
+
+var (
+	_ fs.NodeGetattrer = (*omniData)(nil)
+	_ fs.NodeOpener    = (*omniData)(nil)
+	_ fs.NodeReader    = (*omniData)(nil)
+)
+
+func (d *omniData) omniKey() string { return "d:" + d.v.omniKey() + "\x00" + string(rune('0'+d.kind)) }
+
+// size is the file's size: exact for data and data.npy; data.csv shows 0
+// until opened (it is served with direct I/O, read to EOF).
+func (d *omniData) size(p *plan) int64 {
+	switch d.kind {
+	case dataNPY:
+		return int64(len(p.hdr)) + p.size
+	case dataRaw:
+		return p.size
+	}
+	return 0
+}
+
+func (d *omniData) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	switch h := f.(type) {
+	case *omniBytes:
+		fileAttr(&h.gen.stat, int64(len(h.b)), &out.Attr)
+		return 0
+	case *omniDataHandle:
+		fileAttr(&h.p.g.stat, d.size(h.p), &out.Attr)
+		return 0
+	}
+	p, err := d.v.plan()
+	if err != nil {
+		return omniErrno(err)
+	}
+	fileAttr(&p.g.stat, d.size(p), &out.Attr)
+	return 0
+}
+
+// omniDataHandle is an open data or data.npy: the plan it was opened on
+// (a later change of the source fails its reads with ESTALE).
+type omniDataHandle struct {
+	p   *plan
+	hdr []byte
+	c   *cursor
+}
+
+func (d *omniData) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	p, err := d.v.plan()
+	if err != nil {
+		return nil, 0, omniErrno(err)
+	}
+	switch d.kind {
+	case dataCSV:
+		b, err := d.renderCSV(ctx, p)
+		if err != nil {
+			return nil, 0, omniErrno(err)
+		}
+		return &omniBytes{p.g, b}, fuse.FOPEN_DIRECT_IO, 0
+	case dataNPY:
+		return &omniDataHandle{p: p, hdr: p.hdr, c: newCursor()}, 0, 0
+	}
+	return &omniDataHandle{p: p, c: newCursor()}, 0, 0
+}
+
+func (d *omniData) renderCSV(ctx context.Context, p *plan) ([]byte, error) {
+	if p.size > maxCSV {
+		return nil, syscall.EFBIG
+	}
+	raw, err := p.readAll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := *p.v
+	v.DType = p.dtype
+	var b bytes.Buffer
+	if err := omni.WriteCSV(&b, &v, p.h, raw); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func (d *omniData) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h, ok := f.(*omniDataHandle)
+	if !ok {
+		return readBytes(f, dest, off)
+	}
+	n := 0
+	if off < int64(len(h.hdr)) {
+		n = copy(dest, h.hdr[off:])
+	}
+	roff := max(0, off-int64(len(h.hdr)))
+	m, err := h.p.readAt(ctx, dest[n:], roff, h.c)
+	if err != nil {
+		return nil, omniErrno(err)
+	}
+	return fuse.ReadResultData(dest[:n+m]), 0
+}
