@@ -3,6 +3,18 @@
 # Needs root and /dev/fuse; builds bin/iowarp and bin/libiowarp.so first
 # (make build). Prints ns/op and MB/s per case and configuration, the
 # shim's cost on tmpfs files it does not intercept, and process start time.
+#
+# Measured (2-core VM, 6.18 kernel, N=20000, after write hits landed):
+#                    tmpfs    tmpfs+shim   mount    mount+shim (hits)
+#   pread4k  ns/op     668       696          952       286
+#   pwrite4k ns/op     605       610        40376       179
+#   seqread1m MB/s    8350      8955         3845     24138
+#   seqwrite1m MB/s  11084     12461         2650     29339
+# 4 KiB pwrite hits: 0.3x tmpfs latency (no syscall at all), 225x faster
+# than the plain FUSE path; every write of the timed loops was a hit
+# (report: fast_write, kernel_write only from the untimed first fill,
+# which creates the pages). Reads of the plain mount come from the kernel
+# page cache. Process start under the shim: +0.67 ms per process.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 lib=$root/bin/libiowarp.so
