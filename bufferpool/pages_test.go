@@ -1,9 +1,13 @@
 package bufferpool
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 const ps = 16 << 10
@@ -208,4 +212,36 @@ func TestTruncateZeroRange(t *testing.T) {
 		t.Fatalf("%d pages after truncate 0", n)
 	}
 	checkAccounting(t, p)
+}
+
+func TestPinPage(t *testing.T) {
+	p := testPool(t, 1<<20, 1<<20)
+	b := mustBucket(t, p, "pin", 64<<10)
+	if _, _, _, ok := b.PinPage(0, 0, 10); ok {
+		t.Fatal("pinned an absent page")
+	}
+	data := bytes.Repeat([]byte("z"), 64<<10)
+	if _, err := b.WritePage(1, 0, data[:1000], nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, ok := b.PinPage(1, 0, 64<<10); ok {
+		t.Fatal("pinned bytes the segment file does not hold")
+	}
+	fd, off, unpin, ok := b.PinPage(1, 10, 100)
+	if !ok {
+		t.Fatal("resident page not pinned")
+	}
+	got := make([]byte, 100)
+	if n, err := unix.Pread(fd, got, off); err != nil || n != 100 || !bytes.Equal(got, data[:100]) {
+		t.Fatalf("pread of the pinned page: %d %v", n, err)
+	}
+	moved := make(chan struct{})
+	go func() { b.DeletePage(1); close(moved) }()
+	select {
+	case <-moved:
+		t.Fatal("a pinned page was deleted")
+	case <-time.After(50 * time.Millisecond):
+	}
+	unpin()
+	<-moved
 }

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -99,12 +100,48 @@ func (n *node) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64
 	if h == nil {
 		return nil, syscall.EBADF
 	}
+	if len(dest) >= spliceMin {
+		if fd, fdOff, n, release, ok := h.ReadPinned(off, len(dest)); ok {
+			return &pinnedRead{fd: fd, off: fdOff, n: n, release: release}, 0
+		}
+	}
 	nr, err := h.ReadAt(dest, off)
 	if err != nil {
 		return nil, toErrno(err)
 	}
 	return fuse.ReadResultData(dest[:nr]), 0
 }
+
+// spliceMin is the smallest read served by splicing from the pool's
+// segment file: below it a copy is cheaper than setting up the splice.
+const spliceMin = 64 << 10
+
+// pinnedRead is a read served without a copy in the daemon: go-fuse
+// splices the bytes from the page's segment file into /dev/fuse (or
+// preads them if it cannot splice), and calls Done after the reply is
+// written, which unpins the page.
+type pinnedRead struct {
+	fd      int
+	off     int64
+	n       int
+	release func()
+	once    sync.Once
+}
+
+// Seekable makes go-fuse splice from fd at off.
+func (r *pinnedRead) Seekable() (uintptr, int64, int) { return uintptr(r.fd), r.off, r.n }
+
+func (r *pinnedRead) Bytes(buf []byte) ([]byte, fuse.Status) {
+	n, err := syscall.Pread(r.fd, buf[:min(len(buf), r.n)], r.off)
+	if err != nil {
+		return nil, fuse.ToStatus(err)
+	}
+	return buf[:n], fuse.OK
+}
+
+func (r *pinnedRead) Size() int { return r.n }
+
+func (r *pinnedRead) Done() { r.once.Do(r.release) }
 
 func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
 	h := handleOf(f)

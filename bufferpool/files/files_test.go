@@ -489,3 +489,37 @@ func TestSequentialWriteNotAmplified(t *testing.T) {
 		t.Fatalf("wrote back %d bytes for a %d-byte file", got, total)
 	}
 }
+
+func TestReadPinned(t *testing.T) {
+	fs := newTestFS(t, Writeback, 16*testPage, 16*testPage, nil)
+	h := mustOpen(t, fs, "p", os.O_RDWR|os.O_CREATE)
+	defer h.Release()
+	data := make([]byte, testPage+100)
+	rand.Read(data)
+	h.WriteAt(data, 0)
+	for _, c := range []struct {
+		off  int64
+		n    int
+		want int // -1: not served
+	}{
+		{0, testPage, testPage},
+		{10, 100, 100},
+		{testPage, testPage, 100}, // clipped at EOF
+		{testPage - 10, 20, -1},   // spans two pages
+		{testPage + 100, 10, -1},  // at EOF
+	} {
+		fd, off, n, release, ok := h.ReadPinned(c.off, c.n)
+		if !ok {
+			if c.want != -1 {
+				t.Errorf("ReadPinned(%d,%d) not served", c.off, c.n)
+			}
+			continue
+		}
+		got := make([]byte, n)
+		m, err := unix.Pread(fd, got, off)
+		release()
+		if c.want == -1 || n != c.want || m != n || err != nil || !bytes.Equal(got, data[c.off:c.off+int64(n)]) {
+			t.Errorf("ReadPinned(%d,%d) = %d bytes (pread %d, %v), want %d", c.off, c.n, n, m, err, c.want)
+		}
+	}
+}

@@ -240,3 +240,33 @@ func (h *Handle) setattr(a SetAttr) (unix.Stat_t, error) {
 	}
 	return h.Getattr()
 }
+
+// ReadPinned serves a read of [off, off+n) that lies in one resident page
+// without copying: it returns the fd and offset of the page's bytes in its
+// tier's segment file, and the length (clipped at EOF), with the page
+// pinned until release is called (soon, exactly once). The FUSE door
+// splices from there into the kernel. ok is false where the ordinary
+// ReadAt must serve the read (EOF, a miss, a span over two pages).
+func (h *Handle) ReadPinned(off int64, n int) (fd int, fdOff int64, length int, release func(), ok bool) {
+	if off < 0 || n <= 0 || h.flags&unix.O_ACCMODE == unix.O_WRONLY {
+		return -1, 0, 0, nil, false
+	}
+	f := h.f
+	size := f.size.Load()
+	if off >= size {
+		return -1, 0, 0, nil, false
+	}
+	n = int(min(int64(n), size-off))
+	ps := f.fs.ps
+	i, po := off/ps, off%ps
+	if po+int64(n) > ps {
+		return -1, 0, 0, nil, false
+	}
+	fd, fdOff, release, ok = f.bucket.PinPage(i, po, n)
+	if !ok {
+		return -1, 0, 0, nil, false
+	}
+	f.fs.stats.hits.Add(1)
+	f.fs.stats.bytesRead.Add(uint64(n))
+	return fd, fdOff, n, release, true
+}
