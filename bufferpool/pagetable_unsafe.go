@@ -311,6 +311,11 @@ func (b *Bucket) PageTable(writable bool) (tableFd, dataFd int, err error) {
 		return -1, -1, err
 	}
 	s.exposed = true
+	// Clients map the segment: nobody may shrink it under their maps (a
+	// page past the end faults SIGBUS in every process that maps it).
+	if _, err := s.seg.SealShrink(); err != nil {
+		return -1, -1, err
+	}
 	if b.pt == nil {
 		if b.pt, err = b.newPageTableLocked(); err != nil {
 			return -1, -1, err

@@ -118,6 +118,19 @@ func (s *Segment) Punch(off, n int64) error {
 	return nil
 }
 
+// SealShrink makes the segment impossible to shrink, by anyone, from now
+// on: it is about to be mapped by clients. It reports false where the
+// segment cannot be sealed (a file-tier segment is not a memfd).
+func (s *Segment) SealShrink() (bool, error) {
+	if s.path != "" {
+		return false, nil
+	}
+	if err := sys.SealShrink(s.f); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // SetSize sets the file size and the logical size (see WriteAt).
 func (s *Segment) SetSize(size int64) error {
 	if size < 0 {

@@ -11,13 +11,24 @@ import (
 )
 
 // MemfdCreate returns an anonymous shared-memory file (memfd) named name,
-// close-on-exec. The memfd is sparse: untouched ranges cost no memory.
+// close-on-exec, that accepts seals (SealShrink). The memfd is sparse:
+// untouched ranges cost no memory.
 func MemfdCreate(name string) (*os.File, error) {
-	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("memfd_create %s: %w", name, err)
 	}
 	return os.NewFile(uintptr(fd), "memfd:"+name), nil
+}
+
+// SealShrink forbids, for every process holding the file, making it
+// smaller: a client that maps it can then never turn mapped pages into
+// SIGBUS for the others. Only memfds take seals (EINVAL otherwise).
+func SealShrink(f *os.File) error {
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK); err != nil {
+		return fmt.Errorf("seal %s against shrinking: %w", f.Name(), err)
+	}
+	return nil
 }
 
 // PunchHole releases the storage of [off, off+n) in f, keeping its size.

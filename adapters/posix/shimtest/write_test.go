@@ -131,8 +131,8 @@ func TestWriteThreads(t *testing.T) {
 }
 
 // TestGarbage: a client scribbling over the shared structures of a file it
-// may write (page table and segment, writers stuck non-zero, segment
-// shrunk) damages at most that file: the daemon keeps serving it (locks
+// may write (page table and segment, writers stuck non-zero; shrinking the
+// segment is refused by its seal) damages at most that file: the daemon keeps serving it (locks
 // wait for its writers at most a bound) and every other file.
 func TestGarbage(t *testing.T) {
 	bin := cc(t, "garbage", "gcc")

@@ -1,7 +1,8 @@
 /* garbage.c A B: a hostile client. It gets the read-write maps of A and
  * the read-only maps of B by hand, scribbles random bytes over all of A's
  * page table and segment (writers, seq, size, flags, bitmaps, data),
- * tries to write B's, shrinks A's segment, then prints "scribbled" and
+ * tries to write B's, tries to shrink A's segment (sealed: refused), then
+ * prints "scribbled" and
  * keeps its maps until stdin closes. */
 #include "iowcap.h"
 #include <fcntl.h>
@@ -39,7 +40,7 @@ int main(int argc, char **argv)
 	*(int64_t *)(pt + 64) = 12345;
 	if (ftruncate(fa[0], 0) == 0)
 		return 5;
-	if (ftruncate(fa[1], 4096) != 0) /* allowed: only A's readers can fault */
+	if (ftruncate(fa[1], 4096) == 0) /* sealed: a mapped segment never shrinks */
 		return 6;
 	printf("scribbled\n");
 	fflush(stdout);
