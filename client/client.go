@@ -65,8 +65,9 @@ type Options struct {
 	// ControlDir is the daemon's socket directory ("" = $IOWARP_CONTROL_DIR
 	// or the per-user default).
 	ControlDir string
-	// Mount is the mount point the daemon serves ("" = $IOWARP_MOUNT or
-	// /iowarp).
+	// Mount is the mount point the daemon serves ("" = $IOWARP_MOUNT, or
+	// /iowarp, or if no daemon listens for /iowarp, the daemon without a
+	// mount).
 	Mount string
 	// SegmentSize of the shared segment (default 64 MiB); bounds the
 	// largest single transfer to a bit under half of it.
@@ -94,10 +95,20 @@ func (o Options) SocketPath() string {
 	if mnt == "" {
 		mnt = os.Getenv(EnvMount)
 	}
-	if mnt == "" {
-		mnt = DefaultMount
+	if mnt != "" {
+		return ipc.SocketPath(dir, mnt)
 	}
-	return ipc.SocketPath(dir, mnt)
+	// Nothing named: the daemon of /iowarp, or else a daemon without a
+	// mount (config mount: "").
+	def := ipc.SocketPath(dir, DefaultMount)
+	if _, err := os.Lstat(def); err != nil {
+		if alt := ipc.SocketPath(dir, ""); alt != def {
+			if _, err := os.Lstat(alt); err == nil {
+				return alt
+			}
+		}
+	}
+	return def
 }
 
 // Client is a connection to the daemon.

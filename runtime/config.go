@@ -27,7 +27,7 @@ func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
 // Config is the configuration of one iowarp daemon and its mount. It is a
 // plain value: the zero Config is not valid, start from Default or Load.
 type Config struct {
-	Mount            string        // mount point
+	Mount            string        // mount point; "" = none: a pure CTE daemon (NoMount)
 	Backing          string        // mirrored directory (PFS); unused in scratch mode
 	Mode             files.Mode    // writeback | writethrough | scratch
 	PageSize         int64         // bytes, power of two
@@ -208,10 +208,10 @@ func parentKey(k string) string {
 // Validate checks values that depend on each other. Each value was
 // already checked on its own when it was read.
 func (c *Config) Validate() error {
-	if !filepath.IsAbs(c.Mount) {
+	if !c.NoMount() && !filepath.IsAbs(c.Mount) {
 		return c.errorf("mount", "%q is not an absolute path", c.Mount)
 	}
-	if c.Mode != files.Scratch {
+	if c.Mode != files.Scratch && !c.NoMount() {
 		if c.Backing == "" {
 			return c.errorf("backing", "a backing directory is needed unless mode is scratch")
 		}
@@ -235,6 +235,12 @@ func (c *Config) Validate() error {
 	}
 	return c.validateTiers()
 }
+
+// NoMount reports whether c configures a daemon without a mount (mount:
+// ""): `iowarp runtime start` then runs the buffer pool, the task runtime
+// and the ipc server only (no file layer, no FUSE, no backing directory),
+// for clients of the CTE API. `iowarp mount DIR` always sets a mount.
+func (c *Config) NoMount() bool { return c.Mount == "" }
 
 func within(dir, parent string) bool {
 	rel, err := filepath.Rel(parent, dir)

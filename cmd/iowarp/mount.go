@@ -105,6 +105,9 @@ func start(lf *logFlags, mf *mountFlags, cfg *runtime.Config) error {
 	if mf.daemon && !isDaemonChild() {
 		return daemonize(cfg, mf.logFile)
 	}
+	if cfg.NoMount() {
+		return serveNoMount(cfg, daemonReadyFile())
+	}
 	return serve(cfg, daemonReadyFile())
 }
 
@@ -216,7 +219,7 @@ func newRuntimeCmd(lf *logFlags) *cobra.Command {
 	mf := &mountFlags{}
 	startCmd := &cobra.Command{
 		Use:   "start --config FILE",
-		Short: "Start the daemon and mount from a config file alone (foreground; --daemon to detach)",
+		Short: "Start the daemon and mount from a config file alone (foreground; --daemon to detach); mount: \"\" in it starts the runtime without a mount (CTE over ipc only)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if mf.config == "" {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -15,8 +16,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/client"
 	"github.com/iowarp/iowarp/runtime"
 	"github.com/iowarp/iowarp/runtime/control"
+	"github.com/iowarp/iowarp/runtime/ipc"
 )
 
 // target names a running mount: its directory and the control directory.
@@ -29,12 +32,15 @@ func (t *target) register(cmd *cobra.Command) {
 		"directory of the control socket (default /run/iowarp for root, $XDG_RUNTIME_DIR/iowarp otherwise; env IOWARP_CONTROL_DIR)")
 }
 
-// socket returns the control socket of the mount at dir ("" = the
-// default config's mount point).
+// socket returns the control socket of the mount at dir: args[0], else
+// the default config's mount point, or, if no daemon serves that, the
+// daemon without a mount (returned as dir "").
 func (t *target) socket(args []string) (string, string, error) {
 	dir := runtime.Default().Mount
 	if len(args) > 0 {
 		dir = args[0]
+	} else if sock := control.SocketPath(t.controlDir, dir); !exists(sock) && exists(control.SocketPath(t.controlDir, "")) {
+		return "", control.SocketPath(t.controlDir, ""), nil
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -44,6 +50,11 @@ func (t *target) socket(args []string) (string, string, error) {
 		abs = real
 	}
 	return abs, control.SocketPath(t.controlDir, abs), nil
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 func (t *target) call(args []string, op string, result any) (string, error) {
@@ -124,16 +135,59 @@ func newStatusCmd() *cobra.Command {
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var info Info
-			if _, err := t.call(args, "info", &info); err != nil {
+			dir, err := t.call(args, "info", &info)
+			if err != nil {
 				return err
 			}
-			fmt.Printf("%s: served by pid %d (iowarp %s, %s, backing %s, config %q) since %s\n", info.Mount,
-				info.Pid, info.Version, info.Mode, info.Backing, info.Config, info.Started.Format(time.RFC3339))
+			if info.Mount == "" {
+				fmt.Printf("runtime without a mount: pid %d (iowarp %s, config %q) since %s\n",
+					info.Pid, info.Version, info.Config, info.Started.Format(time.RFC3339))
+			} else {
+				fmt.Printf("%s: served by pid %d (iowarp %s, %s, backing %s, config %q) since %s\n", info.Mount,
+					info.Pid, info.Version, info.Mode, info.Backing, info.Config, info.Started.Format(time.RFC3339))
+			}
+			printIPCStatus(os.Stdout, ipc.SocketPath(t.controlDir, dir))
 			return nil
 		},
 	}
 	t.register(cmd)
 	return cmd
+}
+
+// printIPCStatus adds the runtime's task and ipc counters (admin.status
+// over the ipc socket next to the control socket), or says why not.
+func printIPCStatus(w io.Writer, sock string) {
+	c, err := client.Connect(client.Options{Socket: sock})
+	if err != nil {
+		fmt.Fprintf(w, "ipc: not reachable (%v)\n", err)
+		return
+	}
+	defer c.Close()
+	st, err := c.Status()
+	if err != nil {
+		fmt.Fprintf(w, "ipc: admin.status: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "runtime: %d modules (%s), tasks: %d in flight, %d completed, %d failed\n", st.Tasks.Modules,
+		strings.Join(st.Modules, ", "), st.Tasks.InFlight, st.Tasks.Completed, st.Tasks.Failed)
+	var is ipc.Stats
+	raw, err := json.Marshal(st.Extra["ipc"])
+	if err == nil {
+		err = json.Unmarshal(raw, &is)
+	}
+	if err != nil || st.Extra["ipc"] == nil {
+		fmt.Fprintf(w, "ipc: no statistics in admin.status\n")
+		return
+	}
+	// This status call is one of the clients (and its requests are counted).
+	fmt.Fprintf(w, "ipc %s: %d clients (%s of segments), %d accepted, %d refused, %d killed, %d requests (%d bad), %d segments reclaimed\n",
+		sock, is.Clients, runtime.FormatSize(is.SegmentBytes), is.Accepted, is.Refused, is.Killed, is.Requests,
+		is.BadRequests, is.Reclaimed)
+	if r := is.LastReclaim; r.Client != 0 {
+		fmt.Fprintf(w, "  last reclaimed: client %d (pid %d, %s) %s ago: %s segment, %d blocks left, %d handles closed\n",
+			r.Client, r.PID, r.Reason, time.Since(r.At).Round(time.Second), runtime.FormatSize(r.SegmentBytes),
+			r.Allocations, r.Handles)
+	}
 }
 
 func newStopCmd() *cobra.Command {
@@ -152,7 +206,11 @@ func newStopCmd() *cobra.Command {
 			if err := syscall.Kill(info.Pid, syscall.SIGTERM); err != nil {
 				return fmt.Errorf("signal daemon pid %d: %w", info.Pid, err)
 			}
-			logrus.Infof("stopping pid %d: draining and unmounting %s", info.Pid, dir)
+			if dir == "" {
+				logrus.Infof("stopping pid %d (runtime without a mount)", info.Pid)
+			} else {
+				logrus.Infof("stopping pid %d: draining and unmounting %s", info.Pid, dir)
+			}
 			deadline := time.Now().Add(timeout)
 			for syscall.Kill(info.Pid, 0) == nil {
 				if timeout > 0 && time.Now().After(deadline) {

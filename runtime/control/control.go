@@ -52,13 +52,16 @@ func DefaultDir() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("iowarp-%d", os.Geteuid()))
 }
 
-// SocketPath is the socket of the mount at mount (an absolute path) in
-// dir ("" = DefaultDir()). The name keeps a readable tail of the path and
+// SocketPath is the socket of the mount at mount (an absolute path; "" for
+// a daemon without a mount, named as "/" is) in dir ("" = DefaultDir()). The name keeps a readable tail of the path and
 // a hash of all of it, so it stays unique and under the 108-byte limit of
 // a socket address.
 func SocketPath(dir, mount string) string {
 	if dir == "" {
 		dir = DefaultDir()
+	}
+	if mount == "" {
+		mount = "/"
 	}
 	clean := filepath.Clean(mount)
 	sum := sha256.Sum256([]byte(clean))

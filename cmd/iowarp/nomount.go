@@ -1,0 +1,67 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/iowarp/iowarp/bufferpool"
+	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/internal/sys"
+	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/runtime/control"
+)
+
+// serveNoMount runs a daemon without a mount (config mount: ""): the
+// buffer pool, the task runtime and the ipc server (admin and cte modules,
+// the config's plugins), and the control socket (info, stats) that
+// `iowarp runtime status|stop` use. Both sockets are named as for mount
+// "/". It reports readiness on ready (if not nil) and serves until
+// SIGTERM/SIGINT/SIGHUP (`iowarp runtime stop`, admin.stop). Blobs live in
+// the pool only: they are gone when the daemon stops.
+func serveNoMount(cfg *runtime.Config, ready *os.File) error {
+	if n, err := sys.RaiseNofile(); err != nil {
+		logrus.Warnf("cannot raise the open-file limit: %v", err)
+	} else {
+		logrus.Debugf("open-file limit %d", n)
+	}
+	pool, err := bufferpool.New(cfg.PoolConfig())
+	if err != nil {
+		return fmt.Errorf("buffer pool: %w", err)
+	}
+	info := Info{Pid: os.Getpid(), Version: version, Config: cfg.File, Started: time.Now()}
+	ctl, err := control.Listen(control.SocketPath(cfg.ControlDir, ""), map[string]control.Handler{
+		"stats": func() (any, error) { return files.Stats{Pool: pool.Stats()}, nil },
+		"info":  func() (any, error) { return info, nil },
+	})
+	if err != nil {
+		return errors.Join(err, pool.Close())
+	}
+	ipcd, err := startIPC(cfg, pool, nil)
+	if err != nil {
+		return errors.Join(err, ctl.Close(), pool.Close())
+	}
+	logrus.Infof("runtime without a mount: ipc %s, %s in %d tiers, pid %d", ipcd.srv.Path(),
+		runtime.FormatSize(cfg.Capacity()), len(cfg.Tiers), os.Getpid())
+	if ready != nil {
+		fmt.Fprintln(ready, "ready")
+		ready.Close()
+		os.Chdir("/")
+	}
+	waitSignal()
+	return errors.Join(ipcd.Close(), pool.Close(), ctl.Close())
+}
+
+// waitSignal returns on the first SIGTERM, SIGINT or SIGHUP.
+func waitSignal() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	s := <-sigs
+	logrus.Infof("%v: stopping", s)
+}
