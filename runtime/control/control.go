@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/iowarp/iowarp/internal/sys"
 )
 
 const (
@@ -100,21 +102,10 @@ type response struct {
 // serves handlers on it. A socket left behind by a dead daemon is
 // replaced; one that a live daemon answers on is an error.
 func Listen(path string, handlers map[string]Handler) (*Server, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("control socket directory: %w", err)
-	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("control socket %s is in use by a running daemon", path)
-	}
-	os.Remove(path)
-	old := unix.Umask(0o177)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	unix.Umask(old)
+	ln, err := sys.ListenUnixPrivate(path, "control socket")
 	if err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
+		return nil, err
 	}
-	ln.SetUnlinkOnClose(true)
 	s := &Server{path: path, ln: ln, handlers: handlers, sem: make(chan struct{}, maxConns)}
 	s.wg.Add(1)
 	go s.serve()

@@ -7,14 +7,13 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
 
+	"github.com/iowarp/iowarp/internal/sys"
 	"github.com/iowarp/iowarp/runtime"
 	"github.com/iowarp/iowarp/runtime/shm"
 )
@@ -94,7 +93,7 @@ func Listen(path string, rt *runtime.Runtime, opts Options) (*Server, error) {
 	if opts.Log == nil {
 		opts.Log = logrus.StandardLogger()
 	}
-	ln, err := listen(path)
+	ln, err := sys.ListenUnixPrivate(path, "ipc socket")
 	if err != nil {
 		return nil, err
 	}
@@ -105,26 +104,6 @@ func Listen(path string, rt *runtime.Runtime, opts Options) (*Server, error) {
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
-}
-
-func listen(path string) (*net.UnixListener, error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("ipc socket directory: %w", err)
-	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("ipc socket %s is in use by a running daemon", path)
-	}
-	os.Remove(path)
-	old := unix.Umask(0o177)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	unix.Umask(old)
-	if err != nil {
-		return nil, fmt.Errorf("ipc socket: %w", err)
-	}
-	ln.SetUnlinkOnClose(true)
-	return ln, nil
 }
 
 // Path is the socket path.
