@@ -314,12 +314,5 @@ func (m *Map[K, V]) All() (map[K]V, error) {
 
 // Free releases the map's memory.
 func (m *Map[K, V]) Free() error {
-	if err := m.lock(); err != nil {
-		return err
-	}
-	err := m.s.freeOffset(m.u64(mTable))
-	if err2 := m.destroy(); err == nil {
-		err = err2
-	}
-	return err
+	return m.free(mTable)
 }

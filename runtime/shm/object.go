@@ -82,6 +82,20 @@ func (o object) destroy() error {
 	return o.s.Free(o.Pointer())
 }
 
+// free releases an object that owns one allocation, whose offset is in
+// header field data: it takes the lock, frees the allocation, then
+// destroys the object. The first error is returned.
+func (o object) free(data uint64) error {
+	if err := o.lock(); err != nil {
+		return err
+	}
+	err := o.s.freeOffset(o.u64(data))
+	if err2 := o.destroy(); err == nil {
+		err = err2
+	}
+	return err
+}
+
 // buffer returns n bytes of the allocation at off after checking that off
 // is a live allocation that large. off == 0 with n == 0 is the empty buffer.
 func (s *Segment) buffer(off, n uint64) ([]byte, error) {

@@ -138,12 +138,5 @@ func (x *String) storeLocked(v string, appendTo bool) error {
 // Free releases the string's memory. Other handles to it then fail with
 // ErrCorrupt (as long as the memory was not reused).
 func (x *String) Free() error {
-	if err := x.lock(); err != nil {
-		return err
-	}
-	err := x.s.freeOffset(x.u64(sData))
-	if err2 := x.destroy(); err == nil {
-		err = err2
-	}
-	return err
+	return x.free(sData)
 }

@@ -112,134 +112,113 @@ func (v *Vector[T]) growLocked(want uint64) error {
 
 func (v *Vector[T]) elem(buf []byte, i uint64) []byte { return buf[i*v.esz : (i+1)*v.esz] }
 
-// Len returns the number of elements.
-func (v *Vector[T]) Len() (int, error) {
+// withData runs f with the lock held on the validated element array (cap
+// elements) and the length; an error taking the lock or validating the
+// header is returned without calling f.
+func (v *Vector[T]) withData(f func(buf []byte, n uint64) error) error {
 	if err := v.lock(); err != nil {
-		return 0, err
+		return err
 	}
 	defer v.unlock()
-	_, n, err := v.dataLocked()
-	return int(n), err
+	buf, n, err := v.dataLocked()
+	if err != nil {
+		return err
+	}
+	return f(buf, n)
+}
+
+// Len returns the number of elements.
+func (v *Vector[T]) Len() (int, error) {
+	var l int
+	err := v.withData(func(_ []byte, n uint64) error {
+		l = int(n)
+		return nil
+	})
+	return l, err
 }
 
 // Get returns element i.
 func (v *Vector[T]) Get(i int) (T, error) {
 	var x T
-	if err := v.lock(); err != nil {
-		return x, err
-	}
-	defer v.unlock()
-	buf, n, err := v.dataLocked()
-	if err != nil {
-		return x, err
-	}
-	if i < 0 || uint64(i) >= n {
-		return x, fmt.Errorf("vector get %d of %d: %w", i, n, ErrOutOfRange)
-	}
-	copy(valueBytes(&x), v.elem(buf, uint64(i)))
-	return x, nil
+	err := v.withData(func(buf []byte, n uint64) error {
+		if i < 0 || uint64(i) >= n {
+			return fmt.Errorf("vector get %d of %d: %w", i, n, ErrOutOfRange)
+		}
+		copy(valueBytes(&x), v.elem(buf, uint64(i)))
+		return nil
+	})
+	return x, err
 }
 
 // Set replaces element i.
 func (v *Vector[T]) Set(i int, x T) error {
-	if err := v.lock(); err != nil {
-		return err
-	}
-	defer v.unlock()
-	buf, n, err := v.dataLocked()
-	if err != nil {
-		return err
-	}
-	if i < 0 || uint64(i) >= n {
-		return fmt.Errorf("vector set %d of %d: %w", i, n, ErrOutOfRange)
-	}
-	copy(v.elem(buf, uint64(i)), valueBytes(&x))
-	return nil
+	return v.withData(func(buf []byte, n uint64) error {
+		if i < 0 || uint64(i) >= n {
+			return fmt.Errorf("vector set %d of %d: %w", i, n, ErrOutOfRange)
+		}
+		copy(v.elem(buf, uint64(i)), valueBytes(&x))
+		return nil
+	})
 }
 
 // Push appends x and returns its index.
 func (v *Vector[T]) Push(x T) (int, error) {
-	if err := v.lock(); err != nil {
-		return 0, err
-	}
-	defer v.unlock()
-	_, n, err := v.dataLocked()
-	if err != nil {
-		return 0, err
-	}
-	if n == v.u64(vCap) {
-		if err := v.growLocked(n + 1); err != nil {
-			return 0, err
+	var idx int
+	err := v.withData(func(buf []byte, n uint64) error {
+		if n == v.u64(vCap) {
+			if err := v.growLocked(n + 1); err != nil {
+				return err
+			}
+			var err error
+			if buf, _, err = v.dataLocked(); err != nil {
+				return err
+			}
 		}
-	}
-	buf, _, err := v.dataLocked()
-	if err != nil {
-		return 0, err
-	}
-	copy(v.elem(buf, n), valueBytes(&x))
-	v.set64(vLen, n+1)
-	return int(n), nil
+		copy(v.elem(buf, n), valueBytes(&x))
+		v.set64(vLen, n+1)
+		idx = int(n)
+		return nil
+	})
+	return idx, err
 }
 
 // Pop removes and returns the last element, or ErrEmpty.
 func (v *Vector[T]) Pop() (T, error) {
 	var x T
-	if err := v.lock(); err != nil {
-		return x, err
-	}
-	defer v.unlock()
-	buf, n, err := v.dataLocked()
-	if err != nil {
-		return x, err
-	}
-	if n == 0 {
-		return x, ErrEmpty
-	}
-	copy(valueBytes(&x), v.elem(buf, n-1))
-	v.set64(vLen, n-1)
-	return x, nil
+	err := v.withData(func(buf []byte, n uint64) error {
+		if n == 0 {
+			return ErrEmpty
+		}
+		copy(valueBytes(&x), v.elem(buf, n-1))
+		v.set64(vLen, n-1)
+		return nil
+	})
+	return x, err
 }
 
 // Truncate shortens the vector to n elements (n <= Len).
 func (v *Vector[T]) Truncate(n int) error {
-	if err := v.lock(); err != nil {
-		return err
-	}
-	defer v.unlock()
-	_, l, err := v.dataLocked()
-	if err != nil {
-		return err
-	}
-	if n < 0 || uint64(n) > l {
-		return fmt.Errorf("vector truncate to %d of %d: %w", n, l, ErrOutOfRange)
-	}
-	v.set64(vLen, uint64(n))
-	return nil
+	return v.withData(func(_ []byte, l uint64) error {
+		if n < 0 || uint64(n) > l {
+			return fmt.Errorf("vector truncate to %d of %d: %w", n, l, ErrOutOfRange)
+		}
+		v.set64(vLen, uint64(n))
+		return nil
+	})
 }
 
 // Values returns a copy of all elements.
 func (v *Vector[T]) Values() ([]T, error) {
-	if err := v.lock(); err != nil {
-		return nil, err
-	}
-	defer v.unlock()
-	buf, n, err := v.dataLocked()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]T, n)
-	copy(sliceBytes(out), buf)
-	return out, nil
+	var out []T
+	err := v.withData(func(buf []byte, n uint64) error {
+		out = make([]T, n)
+		copy(sliceBytes(out), buf)
+		return nil
+	})
+	return out, err
 }
 
 // Free releases the vector's memory.
 func (v *Vector[T]) Free() error {
-	if err := v.lock(); err != nil {
-		return err
-	}
-	err := v.s.freeOffset(v.u64(vData))
-	if err2 := v.destroy(); err == nil {
-		err = err2
-	}
-	return err
+	return v.free(vData)
 }
