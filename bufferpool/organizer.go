@@ -61,25 +61,20 @@ func (p *Pool) foldScores(now int64) [][]victim {
 // evictColdest drops clean blobs of the last tier, coldest first, until
 // it is below its low watermark.
 func (p *Pool) evictColdest(cands []victim, t int) {
-	ts := p.tiers[t]
-	slices.SortFunc(cands, byColdness)
-	for _, c := range cands {
-		if ts.used.Load() <= ts.low {
-			return
-		}
-		if c.b.pinned() {
-			continue
-		}
-		c.b.mu.Lock()
-		c.b.evictOneLocked(c.bl, t)
-		c.b.mu.Unlock()
-	}
+	p.coldestFirst(cands, t, func(b *Bucket, bl *blob, t int) { b.evictOneLocked(bl, t) })
 }
 
 // demote moves the coldest blobs of tier t to slower tiers until t is
 // below its low watermark. A clean blob no slower tier has room for is
 // evicted instead; a dirty one stays.
 func (p *Pool) demote(cands []victim, t int) {
+	p.coldestFirst(cands, t, (*Bucket).demoteLocked)
+}
+
+// coldestFirst calls moveLocked, with the blob's bucket locked, on the
+// unpinned blobs of cands (blobs of tier t), coldest first, until t is
+// below its low watermark.
+func (p *Pool) coldestFirst(cands []victim, t int, moveLocked func(b *Bucket, bl *blob, t int)) {
 	ts := p.tiers[t]
 	slices.SortFunc(cands, byColdness)
 	for _, c := range cands {
@@ -90,7 +85,7 @@ func (p *Pool) demote(cands []victim, t int) {
 			continue
 		}
 		c.b.mu.Lock()
-		c.b.demoteLocked(c.bl, t)
+		moveLocked(c.b, c.bl, t)
 		c.b.mu.Unlock()
 	}
 }
