@@ -74,6 +74,22 @@ func (o *omniFlags) source(arg string) (string, error) {
 	return "", fmt.Errorf("%s: no such file and no assimilated dataset of that name (registry %s)", arg, o.registry)
 }
 
+// open resolves DATASET (source) and opens it in a new helper pool, which
+// the caller closes; on error the pool is already closed.
+func (o *omniFlags) open(ctx context.Context, arg string) (*helper.Pool, string, *omni.Dataset, error) {
+	src, err := o.source(arg)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	p := o.pool()
+	ds, err := p.Open(ctx, src)
+	if err != nil {
+		p.Close()
+		return nil, "", nil, err
+	}
+	return p, src, ds, nil
+}
+
 func newDescribeCmd() *cobra.Command {
 	var of omniFlags
 	var asJSON bool
@@ -82,16 +98,11 @@ func newDescribeCmd() *cobra.Command {
 		Short: "Print a dataset's groups, dimensions, variables and attributes (h5ls/ncdump -h style)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			src, err := of.source(args[0])
+			p, _, ds, err := of.open(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			p := of.pool()
 			defer p.Close()
-			ds, err := p.Open(cmd.Context(), src)
-			if err != nil {
-				return err
-			}
 			if asJSON {
 				b, err := ds.Schema()
 				if err != nil {
@@ -144,16 +155,11 @@ func runExport(ctx context.Context, of *omniFlags, arg, out, format string, prog
 	if err != nil || drv.Write == nil {
 		return fmt.Errorf("export: format %q cannot be written (netcdf, hdf5, omni, csv, parquet)", format)
 	}
-	src, err := of.source(arg)
+	p, src, ds, err := of.open(ctx, arg)
 	if err != nil {
 		return err
 	}
-	p := of.pool()
 	defer p.Close()
-	ds, err := p.Open(ctx, src)
-	if err != nil {
-		return err
-	}
 	bar := newBar(totalBytes(ds), "export "+filepath.Base(out), progress)
 	read := func(v *omni.Variable) ([]byte, error) {
 		b, err := p.ReadAll(ctx, src, v)
@@ -251,16 +257,11 @@ func runQuery(ctx context.Context, of *omniFlags, q *queryFlags, arg string, std
 	if err != nil {
 		return err
 	}
-	src, err := of.source(arg)
+	p, src, ds, err := of.open(ctx, arg)
 	if err != nil {
 		return err
 	}
-	p := of.pool()
 	defer p.Close()
-	ds, err := p.Open(ctx, src)
-	if err != nil {
-		return err
-	}
 	coords := func(c *omni.Variable) ([]byte, error) { return p.ReadAll(ctx, src, c) }
 	v, h, err := ds.Resolve(path.Dir("/"+q.variable), view, coords)
 	if err != nil {

@@ -71,6 +71,13 @@ func (t *target) call(args []string, op string, result any) (string, error) {
 	return dir, nil
 }
 
+// info asks the daemon of args (as in call) who it is.
+func (t *target) info(args []string) (Info, string, error) {
+	var info Info
+	dir, err := t.call(args, "info", &info)
+	return info, dir, err
+}
+
 func newStatCmd() *cobra.Command {
 	var t target
 	var asJSON bool
@@ -87,11 +94,11 @@ func newStatCmd() *cobra.Command {
 				_, err := fmt.Fprintf(os.Stdout, "%s\n", raw)
 				return err
 			}
-			var info Info
-			var st files.Stats
-			if _, err := t.call(args, "info", &info); err != nil {
+			info, _, err := t.info(args)
+			if err != nil {
 				return err
 			}
+			var st files.Stats
 			if _, err := t.call(args, "stats", &st); err != nil {
 				return err
 			}
@@ -134,8 +141,7 @@ func newStatusCmd() *cobra.Command {
 		Short: "Say whether a daemon serves DIR (default /iowarp); exit 1 if none",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var info Info
-			dir, err := t.call(args, "info", &info)
+			info, dir, err := t.info(args)
 			if err != nil {
 				return err
 			}
@@ -198,8 +204,7 @@ func newStopCmd() *cobra.Command {
 		Short: "Drain and unmount DIR (default /iowarp): SIGTERM to its daemon, wait for it to exit",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var info Info
-			dir, err := t.call(args, "info", &info)
+			info, dir, err := t.info(args)
 			if err != nil {
 				return err
 			}
