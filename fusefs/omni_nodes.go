@@ -126,6 +126,17 @@ func fileAttr(st *unix.Stat_t, n int64, a *fuse.Attr) {
 	ownerTimes(st, a)
 }
 
+// datasetDirAttr is the Getattr of a directory of dataset d (a group, a
+// variable, attrs/): dirAttr of d's source, which it does not open.
+func datasetDirAttr(d *dataset, out *fuse.AttrOut) syscall.Errno {
+	st, err := d.lstat()
+	if err != nil {
+		return omniErrno(err)
+	}
+	dirAttr(&st, &out.Attr)
+	return 0
+}
+
 func ownerTimes(st *unix.Stat_t, a *fuse.Attr) {
 	a.Uid, a.Gid = st.Uid, st.Gid
 	a.Mtime, a.Mtimensec = uint64(st.Mtim.Sec), uint32(st.Mtim.Nsec)
@@ -346,12 +357,7 @@ func (g *omniGroup) resolve() (*generation, *omni.Group, error) {
 
 // Getattr does not open the dataset: ls -l of /.omni/dir stays cheap.
 func (g *omniGroup) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	st, err := g.d.lstat()
-	if err != nil {
-		return omniErrno(err)
-	}
-	dirAttr(&st, &out.Attr)
-	return 0
+	return datasetDirAttr(g.d, out)
 }
 
 // hasAttrsDir: the group's attributes show as attrs/ unless a child
@@ -432,23 +438,20 @@ func errorsIsInvalidView(name string, err error) bool {
 func schemaOf(gen *generation) ([]byte, error) { return gen.ds.Schema() }
 
 func (g *omniGroup) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	_, grp, err := g.resolve()
-	if err != nil {
-		return 0, omniErrno(err)
-	}
-	return getxattr(grp.Attrs, attr, dest)
+	return getxattr(g.d, g.group, "", attr, dest)
 }
 
 func (g *omniGroup) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	_, grp, err := g.resolve()
+	return listxattr(g.d, g.group, "", dest)
+}
+
+// getxattr serves user.<name> from the attributes of group (view "") or
+// of a view in it, in d's current generation.
+func getxattr(d *dataset, group, view, attr string, dest []byte) (uint32, syscall.Errno) {
+	attrs, err := currentAttrs(d, group, view)
 	if err != nil {
 		return 0, omniErrno(err)
 	}
-	return listxattr(grp.Attrs, dest)
-}
-
-// getxattr serves user.<name> from attrs.
-func getxattr(attrs []omni.Attribute, attr string, dest []byte) (uint32, syscall.Errno) {
 	name, ok := strings.CutPrefix(attr, "user.")
 	if !ok {
 		return 0, syscall.ENODATA
@@ -467,7 +470,12 @@ func getxattr(attrs []omni.Attribute, attr string, dest []byte) (uint32, syscall
 	return uint32(copy(dest, v)), 0
 }
 
-func listxattr(attrs []omni.Attribute, dest []byte) (uint32, syscall.Errno) {
+// listxattr lists user.<name> of every attribute getxattr serves.
+func listxattr(d *dataset, group, view string, dest []byte) (uint32, syscall.Errno) {
+	attrs, err := currentAttrs(d, group, view)
+	if err != nil {
+		return 0, omniErrno(err)
+	}
 	var b bytes.Buffer
 	for _, a := range attrs {
 		b.WriteString("user." + a.Name)
@@ -512,12 +520,7 @@ func (v *omniVar) plan() (*plan, error) {
 }
 
 func (v *omniVar) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	st, err := v.d.lstat()
-	if err != nil {
-		return omniErrno(err)
-	}
-	dirAttr(&st, &out.Attr)
-	return 0
+	return datasetDirAttr(v.d, out)
 }
 
 // varFiles are the names in a variable's directory.
@@ -584,19 +587,11 @@ func (v *omniVar) meta(name string) func(*generation) ([]byte, error) {
 }
 
 func (v *omniVar) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	p, err := v.plan()
-	if err != nil {
-		return 0, omniErrno(err)
-	}
-	return getxattr(p.v.Attrs, attr, dest)
+	return getxattr(v.d, v.group, v.view, attr, dest)
 }
 
 func (v *omniVar) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	p, err := v.plan()
-	if err != nil {
-		return 0, omniErrno(err)
-	}
-	return listxattr(p.v.Attrs, dest)
+	return listxattr(v.d, v.group, v.view, dest)
 }
 
 // omniAttrs is attrs/ of a variable (view != "") or a group: one file
@@ -631,6 +626,15 @@ func attrsOf(gen *generation, group, view string) ([]omni.Attribute, error) {
 	return p.v.Attrs, nil
 }
 
+// currentAttrs is attrsOf in d's current generation.
+func currentAttrs(d *dataset, group, view string) ([]omni.Attribute, error) {
+	gen, err := d.current()
+	if err != nil {
+		return nil, err
+	}
+	return attrsOf(gen, group, view)
+}
+
 // attrFileName: attributes whose names cannot be file names are only
 // xattrs.
 func attrFileName(name string) bool {
@@ -638,20 +642,11 @@ func attrFileName(name string) bool {
 }
 
 func (a *omniAttrs) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	st, err := a.d.lstat()
-	if err != nil {
-		return omniErrno(err)
-	}
-	dirAttr(&st, &out.Attr)
-	return 0
+	return datasetDirAttr(a.d, out)
 }
 
 func (a *omniAttrs) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	gen, err := a.d.current()
-	if err != nil {
-		return nil, omniErrno(err)
-	}
-	attrs, err := attrsOf(gen, a.group, a.view)
+	attrs, err := currentAttrs(a.d, a.group, a.view)
 	if err != nil {
 		return nil, omniErrno(err)
 	}
@@ -665,11 +660,7 @@ func (a *omniAttrs) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 }
 
 func (a *omniAttrs) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	gen, err := a.d.current()
-	if err != nil {
-		return nil, omniErrno(err)
-	}
-	attrs, err := attrsOf(gen, a.group, a.view)
+	attrs, err := currentAttrs(a.d, a.group, a.view)
 	if err != nil {
 		return nil, omniErrno(err)
 	}
@@ -739,7 +730,7 @@ type omniBytes struct {
 }
 
 func (s *omniStatic) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+	if !readOnly(flags) {
 		return nil, 0, syscall.EROFS
 	}
 	gen, b, err := s.render()
@@ -751,6 +742,11 @@ func (s *omniStatic) Open(ctx context.Context, flags uint32) (fs.FileHandle, uin
 
 func (s *omniStatic) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	return readBytes(f, dest, off)
+}
+
+// readOnly: open flags that neither write nor truncate.
+func readOnly(flags uint32) bool {
+	return flags&syscall.O_ACCMODE == syscall.O_RDONLY && flags&syscall.O_TRUNC == 0
 }
 
 func readBytes(f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -826,7 +822,7 @@ type omniDataHandle struct {
 }
 
 func (d *omniData) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+	if !readOnly(flags) {
 		return nil, 0, syscall.EROFS
 	}
 	p, err := d.v.plan()
