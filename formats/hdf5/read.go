@@ -526,11 +526,8 @@ func (f *File) ReadInto(p string, h omni.Hyperslab, dst []byte) error {
 	if err != nil {
 		return err
 	}
-	if r.v.DType == omni.String {
-		return fmt.Errorf("%s: variable-length strings: use ReadStrings: %w", p, omni.ErrInvalid)
-	}
-	if int64(len(dst)) != h.Bytes(r.v.DType) {
-		return fmt.Errorf("%s: buffer of %d bytes for %d: %w", p, len(dst), h.Bytes(r.v.DType), omni.ErrInvalid)
+	if err := omni.CheckReadInto(p, r.v, h, dst); err != nil {
+		return err
 	}
 	if h.Len() == 0 {
 		return nil
@@ -546,8 +543,8 @@ func (f *File) ReadStrings(p string, h omni.Hyperslab) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.v.DType != omni.String {
-		return nil, fmt.Errorf("%s is %s, not string: %w", p, r.v.DType, omni.ErrInvalid)
+	if err := omni.CheckReadStrings(p, r.v); err != nil {
+		return nil, err
 	}
 	n := h.Len()
 	if n == 0 {

@@ -23,6 +23,28 @@ type Reader interface {
 	Close() error
 }
 
+// CheckReadInto checks the arguments of a Reader's ReadInto of v (asked
+// for as path): a fixed-size variable, and dst of exactly h.Bytes(v.DType)
+// bytes. h itself is checked against v's shape by the caller.
+func CheckReadInto(path string, v *Variable, h Hyperslab, dst []byte) error {
+	if v.DType == String {
+		return fmt.Errorf("%s: strings: use ReadStrings: %w", path, ErrInvalid)
+	}
+	if int64(len(dst)) != h.Bytes(v.DType) {
+		return fmt.Errorf("%s: buffer of %d bytes for %d: %w", path, len(dst), h.Bytes(v.DType), ErrInvalid)
+	}
+	return nil
+}
+
+// CheckReadStrings checks that a Reader's ReadStrings of v (asked for as
+// path) is of a string variable.
+func CheckReadStrings(path string, v *Variable) error {
+	if v.DType != String {
+		return fmt.Errorf("%s is %s, not string: %w", path, v.DType, ErrInvalid)
+	}
+	return nil
+}
+
 // ReadFunc reads a whole variable as raw bytes (EncodeStrings form for
 // variable-length strings). Writers pull data through it.
 type ReadFunc func(v *Variable) ([]byte, error)

@@ -390,13 +390,10 @@ func (t *Table) ReadInto(p string, h omni.Hyperslab, dst []byte) error {
 	if err != nil {
 		return err
 	}
-	if c.v.DType == omni.String {
-		return fmt.Errorf("%s: strings: use ReadStrings: %w", p, omni.ErrInvalid)
+	if err := omni.CheckReadInto(p, c.v, h, dst); err != nil {
+		return err
 	}
 	size := int64(c.v.DType.Size())
-	if int64(len(dst)) != h.Len()*size {
-		return fmt.Errorf("%s: buffer of %d bytes for %d: %w", p, len(dst), h.Len()*size, omni.ErrInvalid)
-	}
 	for k := int64(0); k < h.Count[0]; k++ {
 		i := h.Start[0] + k*h.StrideAt(0)
 		copy(dst[k*size:(k+1)*size], c.raw[i*size:(i+1)*size])
@@ -410,8 +407,8 @@ func (t *Table) ReadStrings(p string, h omni.Hyperslab) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.v.DType != omni.String {
-		return nil, fmt.Errorf("%s is %s, not string: %w", p, c.v.DType, omni.ErrInvalid)
+	if err := omni.CheckReadStrings(p, c.v); err != nil {
+		return nil, err
 	}
 	out := make([]string, h.Count[0])
 	for k := range out {
