@@ -31,7 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/iowarp/iowarp/internal/sys"
+	"github.com/iowarp/iowarp/internal/unixsock"
 )
 
 const (
@@ -102,7 +102,7 @@ type response struct {
 // serves handlers on it. A socket left behind by a dead daemon is
 // replaced; one that a live daemon answers on is an error.
 func Listen(path string, handlers map[string]Handler) (*Server, error) {
-	ln, err := sys.ListenUnixPrivate(path, "control socket")
+	ln, err := unixsock.Listen(path, "control socket")
 	if err != nil {
 		return nil, err
 	}
@@ -126,13 +126,9 @@ func (s *Server) Close() error {
 func (s *Server) serve() {
 	defer s.wg.Done()
 	for {
-		c, err := s.ln.AcceptUnix()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond) // EMFILE and friends: back off
-			continue
+		c := unixsock.Accept(s.ln)
+		if c == nil {
+			return
 		}
 		s.sem <- struct{}{}
 		s.wg.Add(1)

@@ -2,7 +2,6 @@ package ipc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,7 +12,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/iowarp/iowarp/internal/sys"
+	"github.com/iowarp/iowarp/internal/unixsock"
 	"github.com/iowarp/iowarp/runtime"
 	"github.com/iowarp/iowarp/runtime/shm"
 )
@@ -93,7 +92,7 @@ func Listen(path string, rt *runtime.Runtime, opts Options) (*Server, error) {
 	if opts.Log == nil {
 		opts.Log = logrus.StandardLogger()
 	}
-	ln, err := sys.ListenUnixPrivate(path, "ipc socket")
+	ln, err := unixsock.Listen(path, "ipc socket")
 	if err != nil {
 		return nil, err
 	}
@@ -136,13 +135,9 @@ func (s *Server) Close() error {
 func (s *Server) accept() {
 	defer s.wg.Done()
 	for {
-		c, err := s.ln.AcceptUnix()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond) // EMFILE and friends: back off
-			continue
+		c := unixsock.Accept(s.ln)
+		if c == nil {
+			return
 		}
 		s.wg.Add(1)
 		go func() {
