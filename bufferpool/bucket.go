@@ -227,15 +227,22 @@ func (b *Bucket) attachLocked(bl *blob, t int) error {
 			bl.off = s.ext.alloc(bl.alloc)
 		}
 	}
+	b.enterTierLocked(bl, t)
+	return nil
+}
+
+// enterTierLocked makes t bl's tier and counts bl there: in the page
+// table (pages of tier 0) and in the tier's blob and dirty counts.
+func (b *Bucket) enterTierLocked(bl *blob, t int) {
 	bl.tier = t
 	if t == 0 && bl.page >= 0 {
 		b.ptSetLocked(bl.page, true)
 	}
+	ts := b.p.tiers[t]
 	ts.blobs.Add(1)
 	if bl.dirty {
 		ts.dirty.Add(bl.size)
 	}
-	return nil
 }
 
 // detachLocked frees bl's storage: punch, free the extent, release the
@@ -429,14 +436,7 @@ func (b *Bucket) moveLocked(bl *blob, dst int) error {
 	ds.nblobs++
 	err = b.detachLocked(bl)
 	bl.off = doff
-	bl.tier = dst
-	if dst == 0 && bl.page >= 0 {
-		b.ptSetLocked(bl.page, true)
-	}
-	ts.blobs.Add(1)
-	if bl.dirty {
-		ts.dirty.Add(bl.size)
-	}
+	b.enterTierLocked(bl, dst)
 	return err
 }
 
