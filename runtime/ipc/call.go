@@ -102,6 +102,18 @@ func (c *Client) Start(m Method, args, in, out Span) (*Call, error) {
 	if req.OutOff, req.OutLen, err = out.offset(); err != nil {
 		return nil, err
 	}
+	return c.submit(req, out)
+}
+
+// StartRaw submits a request exactly as given (tests, fuzzing): no checks
+// on this side.
+func (c *Client) StartRaw(req Request) (*Call, error) {
+	return c.submit(req, Span{})
+}
+
+// submit takes a slot, registers the call under a new tag and enqueues
+// req; on failure it gives both back.
+func (c *Client) submit(req Request, out Span) (*Call, error) {
 	select {
 	case c.slots <- struct{}{}:
 	case <-c.dead:
@@ -119,27 +131,6 @@ func (c *Client) Start(m Method, args, in, out Span) (*Call, error) {
 		delete(c.pending, call.tag)
 		c.mu.Unlock()
 		<-c.slots
-		return nil, err
-	}
-	return call, nil
-}
-
-// StartRaw submits a request exactly as given (tests, fuzzing): no checks
-// on the client side.
-func (c *Client) StartRaw(req Request) (*Call, error) {
-	select {
-	case c.slots <- struct{}{}:
-	case <-c.dead:
-		return nil, c.Err()
-	}
-	call := &Call{c: c, done: make(chan struct{})}
-	c.mu.Lock()
-	c.nextTag++
-	call.tag = c.nextTag
-	c.pending[call.tag] = call
-	c.mu.Unlock()
-	req.Tag = call.tag
-	if err := c.enqueue(req); err != nil {
 		return nil, err
 	}
 	return call, nil

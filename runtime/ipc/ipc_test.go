@@ -121,3 +121,22 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 var _ = os.Getpid
+
+// TestFailedSubmitGivesBack: a request that cannot be enqueued leaves no
+// pending call and no taken slot behind (StartRaw leaked both).
+func TestFailedSubmitGivesBack(t *testing.T) {
+	srv, _ := newServer(t)
+	c := dial(t, srv)
+	c.Close()
+	for range 2 * RingSize {
+		if _, err := c.StartRaw(Request{}); err == nil {
+			t.Fatal("StartRaw on a closed client succeeded")
+		}
+	}
+	c.mu.Lock()
+	n := len(c.pending)
+	c.mu.Unlock()
+	if n != 0 || len(c.slots) != 0 {
+		t.Fatalf("%d pending calls and %d slots left by failed submits", n, len(c.slots))
+	}
+}
