@@ -7,6 +7,16 @@
 // named blobs in extents) and the segment only reads, writes and punches
 // holes. Ranges never written, or punched, read as zeros.
 //
+// I/O: a file-tier segment reads and writes with pread/pwrite. A RAM-tier
+// segment also keeps a MAP_SHARED mapping of its memfd, grown (mremap)
+// with the file, and copies through it where the pages are already
+// resident, a memmove about 3x cheaper than pwrite for 1 MiB; first
+// touches, holes and anything it cannot map take pread/pwrite
+// (mmap_linux.go has the rules). The mapping is never touched past the
+// segment's size as this process set it, and a fault in it (a memfd
+// shrunk behind the daemon's back) degrades to pread/pwrite rather than
+// killing the process. Close unmaps.
+//
 // Nothing here is durable: segment files of the file tier are scratch
 // space, removed by Close. Stale files left by a killed process are named
 // iowarp-seg-* in the tier directory.

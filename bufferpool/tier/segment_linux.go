@@ -26,6 +26,10 @@ type Segment struct {
 	// fd (kernel passthrough) sees EOF at the logical size as long as
 	// the bytes past it are zero, which they are for a file's last page.
 	limit int64
+
+	// m is the RAM tier's mapping of the memfd (see mmap_linux.go); nil
+	// for the file tier.
+	m *mapping
 }
 
 func newMemfdSegment(name string) (*Segment, error) {
@@ -33,7 +37,7 @@ func newMemfdSegment(name string) (*Segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Segment{f: f, fd: int(f.Fd()), limit: -1}, nil
+	return &Segment{f: f, fd: int(f.Fd()), limit: -1, m: new(mapping)}, nil
 }
 
 func newFileSegment(dir, label string) (*Segment, error) {
@@ -52,6 +56,13 @@ func (s *Segment) Size() int64 { return s.size }
 
 // ReadAt fills p from off; bytes past the end of the file read as zero.
 func (s *Segment) ReadAt(p []byte, off int64) error {
+	if s.m != nil && off >= 0 && off < s.size {
+		valid := min(int64(len(p)), s.size-off)
+		if s.m.readAt(p[:valid], off) {
+			clear(p[valid:])
+			return nil
+		}
+	}
 	n, err := s.f.ReadAt(p, off)
 	if err == io.EOF {
 		clear(p[n:])
@@ -77,10 +88,17 @@ func (s *Segment) WriteAt(p []byte, off int64) error {
 	if len(p) == 0 {
 		return nil
 	}
+	if s.m != nil && end <= s.size && s.m.writeAt(p, off) {
+		return nil
+	}
 	if _, err := s.f.WriteAt(p, off); err != nil {
 		return fmt.Errorf("write segment %s at %d: %w", s.f.Name(), off, err)
 	}
 	s.size = max(s.size, end)
+	if s.m != nil {
+		s.m.wroteLocked(off, end)
+		s.m.growLocked(s.fd, s.size)
+	}
 	return nil
 }
 
@@ -103,6 +121,9 @@ func (s *Segment) Punch(off, n int64) error {
 		return nil
 	}
 	n = min(n, s.size-off)
+	if s.m != nil {
+		s.m.pages.clear(off, off+n)
+	}
 	err := sys.PunchHole(s.f, off, n)
 	if err == nil || !errors.Is(err, unix.EOPNOTSUPP) {
 		return err
@@ -136,11 +157,20 @@ func (s *Segment) SetSize(size int64) error {
 	if size < 0 {
 		return fmt.Errorf("segment size %d: %w", size, ErrInvalid)
 	}
+	if s.m != nil && size < s.size {
+		s.m.shrinkLocked(size) // nothing may map what is about to go
+	}
 	if err := s.f.Truncate(size); err != nil {
+		if s.m != nil {
+			s.m.growLocked(s.fd, s.size)
+		}
 		return fmt.Errorf("truncate segment: %w", err)
 	}
 	s.size = size
 	s.limit = size
+	if s.m != nil {
+		s.m.growLocked(s.fd, size)
+	}
 	return nil
 }
 
@@ -154,14 +184,21 @@ func (s *Segment) Grow(size int64) error {
 		return fmt.Errorf("grow segment: %w", err)
 	}
 	s.size = size
+	if s.m != nil {
+		s.m.growLocked(s.fd, size)
+	}
 	return nil
 }
 
 // SetLimit sets the logical size without changing the file (-1: none).
 func (s *Segment) SetLimit(limit int64) { s.limit = limit }
 
-// Close closes the fd and removes the file of a file-tier segment.
+// Close unmaps and closes the fd, and removes the file of a file-tier
+// segment.
 func (s *Segment) Close() error {
+	if s.m != nil {
+		s.m.closeLocked()
+	}
 	err := s.f.Close()
 	if s.path != "" {
 		if rerr := os.Remove(s.path); rerr != nil && err == nil {
