@@ -59,8 +59,10 @@ import (
 // (ResetShimWriters). What such a writer can damage is the bytes of this
 // file, which its client was allowed to write: the daemon reads nothing
 // from the table but writers, the hint and the dirty bits of pages it
-// holds in the first tier, and reads its segments with pread, never
-// through a mapping a client could truncate.
+// holds in the first tier. The daemon copies through its own mapping of
+// the segment, which clients cannot truncate under it: a segment handed
+// out is sealed against shrinking (SealShrink), and a fault while copying
+// falls back to pread/pwrite instead of killing the daemon (bufferpool/tier).
 //
 // The first-tier segment of a bucket with a table always covers every
 // resident page whole (coverLocked), so a client copying inside a resident
