@@ -2,8 +2,10 @@ package fusefs
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,5 +38,37 @@ func TestCloseToOpen(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // past the attribute timeout
 	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, two) {
 		t.Fatalf("after another node's write the mount still reads %q... (err %v)", got[:4], err)
+	}
+}
+
+// TestFsyncDir: fsync of a directory succeeds in every mode, also once it
+// was removed (as on ext4 and tmpfs); the file layer fsyncs the backing
+// directory and says so when there is none.
+func TestFsyncDir(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			tm := newTestMount(t, mode)
+			d := filepath.Join(tm.dir, "d")
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := f.Sync(); err != nil {
+				t.Fatalf("fsync of a directory: %v", err)
+			}
+			if err := os.Remove(d); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Sync(); err != nil {
+				t.Fatalf("fsync of a removed directory: %v", err)
+			}
+			if err := tm.fs.Fsyncdir("d"); mode != files.Scratch && !errors.Is(err, syscall.ENOENT) {
+				t.Fatalf("Fsyncdir of a missing directory: %v", err)
+			}
+		})
 	}
 }

@@ -134,10 +134,7 @@
 // held while a helper works. omniFS.mu, dataset.mu and generation.mu are
 // each taken alone, inside nothing.
 //
-// # Known gaps
-//
-// fsyncdir returns 0 without a call to the file layer, which has no
-// directory fsync; the namespace is applied to the backing directory
-// synchronously but its durability against a crash of the backing host
-// is not forced.
+// fsyncdir fsyncs the directory in the backing store (files.FS.Fsyncdir):
+// the namespace is applied there synchronously, so this makes its entries
+// durable against a crash of the backing host.
 package fusefs

@@ -204,7 +204,11 @@ func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
 	h := handleOf(f)
 	if h == nil {
-		return 0
+		p, ok := n.path()
+		if !ok {
+			return 0 // a removed directory has no entries left to make durable
+		}
+		return toErrno(n.m.fs.Fsyncdir(p))
 	}
 	return toErrno(h.Fsync(flags&fsyncFdatasync != 0))
 }

@@ -448,3 +448,25 @@ func (fs *FS) Removexattr(p, name string) error {
 	}
 	return nil
 }
+
+// Fsyncdir is fsync(2) of a directory: its entries (creations, renames,
+// unlinks, already applied to the backing directory) are made durable
+// there. A no-op in Scratch mode.
+func (fs *FS) Fsyncdir(p string) error {
+	if fs.scratch {
+		return nil
+	}
+	r, err := rel(p)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Openat(fs.rootFd, r, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return pathErr("fsyncdir", p, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Fsync(fd); err != nil {
+		return pathErr("fsyncdir", p, err)
+	}
+	return nil
+}
