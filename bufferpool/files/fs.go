@@ -3,8 +3,10 @@ package files
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,11 +209,7 @@ func (fs *FS) syncAll(fsync bool) error {
 func (fs *FS) liveFiles() []*file {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	out := make([]*file, 0, len(fs.files))
-	for _, f := range fs.files {
-		out = append(out, f)
-	}
-	return out
+	return slices.Collect(maps.Values(fs.files))
 }
 
 // Stats is a snapshot for `iowarp stat`.
