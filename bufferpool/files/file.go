@@ -182,12 +182,6 @@ func (f *file) markUnlinked() {
 	}
 }
 
-func (f *file) isUnlinked() bool {
-	f.stateMu.Lock()
-	defer f.stateMu.Unlock()
-	return f.unlinked
-}
-
 // drop frees the pages and the backing fd.
 func (f *file) drop() {
 	f.backingMu.Lock()
@@ -477,9 +471,11 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 
 // writeBack writes every dirty page, then the size and mtime, to the
 // backing file; with fsync it also fsyncs (fdatasync if datasync).
-func (f *file) writeBack(fsync bool) error { return f.writeBackMode(fsync, false) }
+func (f *file) writeBack(fsync bool) error { return f.writeBackSync(fsync, false) }
 
-func (f *file) writeBackMode(fsync, datasync bool) error {
+// writeBackSync writes everything back now; with fsync it also fsyncs
+// (fdatasync if datasync).
+func (f *file) writeBackSync(fsync, datasync bool) error {
 	_, err := f.writeBackPages(fsync, datasync, false)
 	return err
 }

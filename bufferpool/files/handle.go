@@ -144,7 +144,7 @@ func (h *Handle) Getattr() (unix.Stat_t, error) {
 // Fsync returns when the file's data (and size; all metadata unless
 // datasync) are on the backing store.
 func (h *Handle) Fsync(datasync bool) error {
-	return h.f.writeBackMode(true, datasync)
+	return h.f.writeBackSync(true, datasync)
 }
 
 // Flush is called on every close(2) of an fd of this handle: starts the
