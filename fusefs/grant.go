@@ -41,7 +41,10 @@ import (
 // Request (56 bytes, little endian): u32 magic "IOWG", u32 version,
 // u64 grant, u64 ino, u32 access mode, u32 0, token[32]... (see
 // grantReqSize). Reply: i32 errno (0 = granted) and u32 0; on success the
-// fds of the page table and the segment, in that order, as SCM_RIGHTS.
+// fds of the page table and the segment, in that order, as SCM_RIGHTS,
+// and after the 8 bytes the path of the daemon's ipc socket
+// (Options.IPCSocket, NUL-terminated; empty = none), where the shim sends
+// its misses (ShimHandle).
 
 const (
 	grantMagic   = 0x47574f49 // "IOWG"
@@ -194,14 +197,15 @@ func grantConn(c *net.UnixConn) {
 	if err != nil {
 		return
 	}
-	fds, errno := grant(buf[:n], cred)
-	var resp [8]byte
-	binary.LittleEndian.PutUint32(resp[:], uint32(errno))
+	fds, ipcSock, errno := grant(buf[:n], cred)
+	resp := make([]byte, 8, 8+len(ipcSock)+1)
+	binary.LittleEndian.PutUint32(resp, uint32(errno))
 	var oob []byte
 	if errno == 0 {
 		oob = unix.UnixRights(fds...)
+		resp = append(append(resp, ipcSock...), 0)
 	}
-	c.WriteMsgUnix(resp[:], oob, nil)
+	c.WriteMsgUnix(resp, oob, nil)
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
@@ -224,33 +228,33 @@ func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
 
 // grant checks a request against the caller's credentials and returns
 // the fds to send (owned by the caller of grant).
-func grant(req []byte, cred *unix.Ucred) ([]int, syscall.Errno) {
+func grant(req []byte, cred *unix.Ucred) ([]int, string, syscall.Errno) {
 	if len(req) < grantReqSize {
-		return nil, syscall.EPROTO
+		return nil, "", syscall.EPROTO
 	}
 	le := binary.LittleEndian
 	if le.Uint32(req[0:]) != grantMagic || le.Uint32(req[4:]) != grantVersion {
-		return nil, syscall.EPROTO
+		return nil, "", syscall.EPROTO
 	}
 	id, ino, acc := le.Uint64(req[8:]), le.Uint64(req[16:]), le.Uint32(req[24:])
 	k := grantKey{ino: ino, pid: uint32(cred.Pid), uid: cred.Uid, acc: acc}
 	want := CapToken(k.ino, k.pid, k.uid, k.acc)
 	if !hmac.Equal(want[:], req[32:64]) {
-		return nil, syscall.EPERM
+		return nil, "", syscall.EPERM
 	}
 	if acc != syscall.O_RDONLY && acc != syscall.O_RDWR {
-		return nil, syscall.EACCES // a map needs read access
+		return nil, "", syscall.EACCES // a map needs read access
 	}
 	shimReg.mu.Lock()
 	o := shimReg.byID[id]
 	shimReg.mu.Unlock()
 	if o == nil || o.key != k {
-		return nil, syscall.ESTALE
+		return nil, "", syscall.ESTALE
 	}
 	rw := acc == syscall.O_RDWR
 	tfd, dfd, err := o.h.ShimMaps(rw, func() { go o.n.NotifyContent(0, 0) })
 	if err != nil {
-		return nil, syscall.ENODATA
+		return nil, "", syscall.ENODATA
 	}
 	mode := unix.O_RDONLY
 	if rw {
@@ -266,7 +270,7 @@ func grant(req []byte, cred *unix.Ucred) ([]int, syscall.Errno) {
 			if rw {
 				o.h.ShimUnmap()
 			}
-			return nil, syscall.EIO
+			return nil, "", syscall.EIO
 		}
 		fds = append(fds, nfd)
 	}
@@ -287,5 +291,5 @@ func grant(req []byte, cred *unix.Ucred) ([]int, syscall.Errno) {
 			go o.n.NotifyContent(0, 0)
 		}
 	}
-	return fds, 0
+	return fds, o.n.m.opts.IPCSocket, 0
 }

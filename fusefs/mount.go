@@ -37,6 +37,10 @@ type Options struct {
 	// KeepCache keeps the kernel page cache of a file across opens; the
 	// zero value decides per open from the file layer (files.Handle.CacheValid).
 	KeepCache KeepCache
+	// IPCSocket is the daemon's runtime/ipc socket, handed to the shim
+	// with the maps of a grant (grant.go): its misses go there (the fs
+	// module's pread/pwrite, served by ShimHandle). "" = none.
+	IPCSocket string
 	// OMNI serves the hidden /.omni views of datasets (omni.go); nil
 	// turns them off.
 	OMNI *OMNIOptions

@@ -23,6 +23,7 @@ work=$(mktemp -d /tmp/iowarp-bench-shim.XXXXXX)
 tmpfs=$(mktemp -d /dev/shm/iowarp-bench-shim.XXXXXX)
 trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$work" "$tmpfs"' EXIT
 gcc -O2 -o "$work/bench" "$root/adapters/posix/shimtest/testdata/bench.c"
+gcc -O2 -o "$work/benchmiss" "$root/adapters/posix/shimtest/testdata/benchmiss.c"
 mkdir -p "$work/mnt" "$work/backing"
 "$bin" mount "$work/mnt" --backing "$work/backing" --ram 2GiB --control-dir "$work/ctl" 2>"$work/daemon.log" &
 daemon=$!
@@ -32,6 +33,13 @@ echo "== tmpfs, no shim";        "$work/bench" "$tmpfs/f" "$n"
 echo "== tmpfs, shim (not intercepted)"; LD_PRELOAD=$lib "$work/bench" "$tmpfs/f" "$n"
 echo "== mount, no shim";        "$work/bench" "$work/mnt/f" "$n"
 echo "== mount, shim";           LD_PRELOAD=$lib IOWARP_REPORT=1 "$work/bench" "$work/mnt/f" "$n"
+for i in 1 2 3; do
+	for ipc in 0 1; do
+		head -c $((64 << 20)) /dev/urandom >"$work/backing/miss$ipc$i"
+		echo "== mount, shim, cold misses, IOWARP_IPC=$ipc"
+		LD_PRELOAD=$lib IOWARP_IPC=$ipc "$work/benchmiss" "$work/mnt/miss$ipc$i"
+	done
+done
 start() {
 	local s e i
 	s=$(date +%s%N)

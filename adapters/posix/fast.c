@@ -18,9 +18,16 @@
  * odd before it waits for writers to drain, so either we see odd or it
  * sees us (bufferpool/pagetable_unsafe.go has the whole argument).
  *
- * Anything else (a miss, an extending write, an append, a page being
- * changed) returns -2 and the caller takes the kernel path, with nothing
- * moved. Nothing here enters Go. */
+ * Misses with IOWARP_IPC=1: a read of pages that are not resident, or a
+ * write inside the file to such pages, goes to the daemon through
+ * runtime/ipc (ipc.go: the fs module's pread/pwrite on the daemon's handle
+ * of this open, which stages the pages in, so the next access is a hit).
+ * The grant's reply names the ipc socket. Only that enters Go, and never
+ * in a forked child (the callers check iow_in_child).
+ *
+ * Anything else (an extending write, an append, an ipc call that failed
+ * before data moved) returns -2 and the caller takes the kernel path, with
+ * nothing moved. */
 #include "shim.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -57,10 +64,20 @@ struct fastmap {
 	uint64_t ps;
 	uint64_t nbits;
 	int writable; /* both mapped read-write */
+	char ipc[108]; /* the daemon's ipc socket ("" = none) */
 };
 
-/* grant asks the daemon for the maps of this open; 0 and fds[2] on success. */
-static int grant(const struct iow_cap *c, uint32_t acc, int fds[2])
+int iow_ipc_on; /* IOWARP_IPC=1: misses through runtime/ipc */
+
+/* Go export (ipc.go). */
+extern ssize_t iowarpIpcIO(char *sock, uint64_t grant, uint64_t ino, uint32_t acc, uint8_t *token,
+			   void *buf, size_t n, int64_t off, int write);
+
+#define IPC_MAX (1ul << 20) /* larger calls take the kernel path */
+
+/* grant asks the daemon for the maps of this open; 0 and fds[2] on
+ * success, and the path of its ipc socket in ipc[108] ("" = none). */
+static int grant(const struct iow_cap *c, uint32_t acc, int fds[2], char ipc[108])
 {
 	size_t eplen = strnlen(c->endpoint, sizeof c->endpoint);
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -83,10 +100,15 @@ static int grant(const struct iow_cap *c, uint32_t acc, int fds[2])
 	if (syscall(SYS_connect, s, &a, alen) != 0 || syscall(SYS_sendto, s, req, sizeof req, MSG_NOSIGNAL, NULL, 0) != (long)sizeof req)
 		goto out;
 	int32_t status = -1;
+	unsigned char rbuf[8 + 108] = {0};
 	char cbuf[CMSG_SPACE(2 * sizeof(int))];
-	struct iovec iov = {&status, 4};
+	struct iovec iov = {rbuf, sizeof rbuf};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
 	long n = syscall(SYS_recvmsg, s, &mh, MSG_CMSG_CLOEXEC);
+	memcpy(&status, rbuf, 4);
+	ipc[0] = 0;
+	if (n > 8 && rbuf[n - 1] == 0)
+		memcpy(ipc, rbuf + 8, (size_t)(n - 8)); /* NUL-terminated, fits: n <= 116 */
 	struct cmsghdr *cm = n >= 4 ? CMSG_FIRSTHDR(&mh) : NULL;
 	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
 		size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -115,7 +137,8 @@ int iow_attach_fast(int fd, struct iow_ofd *o)
 	if (getenv("IOWARP_NOFAST"))
 		return 0;
 	int fds[2];
-	if (grant(c, acc, fds) != 0)
+	char ipc[108];
+	if (grant(c, acc, fds, ipc) != 0)
 		return 0;
 	int w = acc == O_RDWR;
 	int prot = PROT_READ | (w ? PROT_WRITE : 0);
@@ -143,7 +166,8 @@ int iow_attach_fast(int fd, struct iow_ofd *o)
 		free(m);
 		return 0;
 	}
-	*m = (struct fastmap){pt, data, len, ps, nbits, w && !getenv("IOWARP_NOFASTWRITE")};
+	*m = (struct fastmap){pt, data, len, ps, nbits, w && !getenv("IOWARP_NOFASTWRITE"), {0}};
+	memcpy(m->ipc, ipc, sizeof m->ipc);
 	o->gohandle = (uintptr_t)m;
 	return 1;
 }
@@ -181,6 +205,21 @@ int iow_fast_shared_writers(struct iow_ofd *o)
 	return m && (__atomic_load_n((const uint32_t *)(m->pt + PT_FLAGS), __ATOMIC_RELAXED) & PTF_WRITABLE);
 }
 
+/* ipc_io sends a miss to the daemon; -2 when it did not (nothing moved). */
+static ssize_t ipc_io(struct iow_ofd *o, const struct fastmap *m, void *buf, size_t n, off_t off, int wr)
+{
+	if (!iow_ipc_on || !m->ipc[0] || n == 0 || n > IPC_MAX || off < 0 || iow_in_child)
+		return -2;
+	ssize_t r = iowarpIpcIO((char *)m->ipc, o->cap.grant, o->cap.ino, o->cap.accmode, o->cap.token, buf, n, off, wr);
+	if (r > 0) {
+		if (wr)
+			IOW_ADD(ipc_write, r);
+		else
+			IOW_ADD(ipc_read, r);
+	}
+	return r;
+}
+
 ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off)
 {
 	const struct fastmap *m = (const struct fastmap *)o->gohandle;
@@ -211,7 +250,7 @@ ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off)
 		}
 	}
 	IOW_ADD(fast_misses, 1);
-	return -2;
+	return ipc_io(o, m, buf, n, off, 0);
 }
 
 ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
@@ -230,7 +269,9 @@ ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
 	if ((s & 1) || (fl & PTF_POISONED) || size < 0 || end > (uint64_t)size || !resident(m, first, last)) {
 		__atomic_fetch_sub(writers, 1, __ATOMIC_RELEASE);
 		IOW_ADD(fast_misses, 1);
-		return -2;
+		if ((fl & PTF_POISONED) || size < 0 || end > (uint64_t)size)
+			return -2; /* extending writes stay on the kernel path */
+		return ipc_io(o, m, (void *)buf, n, off, 1);
 	}
 	memcpy(m->data + off, buf, n);
 	uint64_t *dirty = (uint64_t *)(pt + PT_HEADER + PT_BITMAP);

@@ -99,6 +99,8 @@ __attribute__((constructor)) static void iow_init(void)
 {
 	const char *s = getenv("IOWARP_STRICT");
 	iow_strict = s && *s && strcmp(s, "0") != 0;
+	s = getenv("IOWARP_IPC");
+	iow_ipc_on = s && *s && strcmp(s, "0") != 0;
 	iow_fdtable_init();
 	iow_paths_init(getenv("IOWARP_PATHS"));
 	iow_report_init();

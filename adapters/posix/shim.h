@@ -112,6 +112,7 @@ struct iow_counters {
 	unsigned long calls, opens, handshake_fail, stdio_streams, mpi_calls;
 	unsigned long fast_read, fast_write, kernel_read, kernel_write;
 	unsigned long fast_hits, fast_misses;
+	unsigned long ipc_read, ipc_write; /* bytes of misses carried by runtime/ipc */
 };
 extern struct iow_counters iow_cnt;
 #define IOW_ADD(field, v) __atomic_fetch_add(&iow_cnt.field, (unsigned long)(v), __ATOMIC_RELAXED)
@@ -122,6 +123,7 @@ void iow_warn_once(int which, const char *msg);
 extern int iow_in_child;  /* set in a forked child: never enter Go */
 extern int iow_strict;    /* IOWARP_STRICT=1 */
 extern int iow_ready;     /* constructor done */
+extern int iow_ipc_on;    /* IOWARP_IPC=1: misses through runtime/ipc (fast.c) */
 
 /* Go exports wrapped (main.go). */
 void iow_go_init(void);

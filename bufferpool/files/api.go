@@ -30,6 +30,10 @@ const (
 // and evicting clean pages for Options.NoSpaceWait. Doors map it to ENOSPC.
 var ErrNoSpace = bufferpool.ErrNoSpace
 
+// ErrPastEOF is returned by Handle.WriteInside for a write that would end
+// past the file's size: nothing was written.
+var ErrPastEOF = errors.New("files: write past the end of the file")
+
 // ErrClosed: the file system is shut down.
 var ErrClosed = errors.New("files: closed")
 

@@ -310,10 +310,17 @@ func (f *file) readPage(i, po int64, dst []byte) error {
 // write writes data at off (at EOF if appending), waiting for pool space
 // as long as Options.NoSpaceWait allows.
 func (f *file) write(data []byte, off int64, appending bool) (int, error) {
+	return f.writeMode(data, off, appending, false)
+}
+
+// writeMode is write; inside refuses (ErrPastEOF, nothing written) a
+// write that would end past the size, checked under the lock that
+// truncate takes.
+func (f *file) writeMode(data []byte, off int64, appending, inside bool) (int, error) {
 	deadline := time.Now().Add(f.fs.opts.NoSpaceWait)
 	total := 0
 	for {
-		n, at, err := f.writeOnce(data, off, appending)
+		n, at, err := f.writeOnce(data, off, appending, inside)
 		total += n
 		if !errors.Is(err, bufferpool.ErrNoSpace) {
 			if total > 0 {
@@ -339,7 +346,7 @@ func (f *file) write(data []byte, off int64, appending bool) (int, error) {
 
 // writeOnce copies data into pages until done or the pool is full. It
 // returns the bytes written and the offset it wrote at.
-func (f *file) writeOnce(data []byte, off int64, appending bool) (int, int64, error) {
+func (f *file) writeOnce(data []byte, off int64, appending, inside bool) (int, int64, error) {
 	if appending {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -347,6 +354,9 @@ func (f *file) writeOnce(data []byte, off int64, appending bool) (int, int64, er
 	} else {
 		f.mu.RLock()
 		defer f.mu.RUnlock()
+	}
+	if inside && off+int64(len(data)) > f.size.Load() {
+		return 0, off, ErrPastEOF
 	}
 	ps := f.fs.ps
 	done := 0

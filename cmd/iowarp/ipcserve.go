@@ -10,6 +10,7 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/fusefs"
 	"github.com/iowarp/iowarp/runtime"
 	"github.com/iowarp/iowarp/runtime/ipc"
 	"github.com/iowarp/iowarp/runtime/modules/cte"
@@ -35,7 +36,7 @@ func startIPC(cfg *runtime.Config, pool *bufferpool.Pool, fsys *files.FS) (*ipcD
 	}
 	mods := []runtime.Module{cte.New(pool)}
 	if fsys != nil {
-		mods = append(mods, fs.New(fsys))
+		mods = append(mods, fs.New(fsys).WithShim(fusefs.ShimHandle))
 	}
 	for _, m := range mods {
 		if err := d.rt.Register(m); err != nil {

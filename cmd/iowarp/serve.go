@@ -134,6 +134,7 @@ func (d *daemon) open() error {
 		AllowOther:  cfg.AllowOther,
 		Debug:       logrus.IsLevelEnabled(logrus.TraceLevel),
 		Passthrough: cfg.Passthrough,
+		IPCSocket:   d.ipc.srv.Path(),
 		OMNI:        &fusefs.OMNIOptions{Formats: d.fmts, Pool: d.pool, Registry: omni.DefaultRegistryDir()},
 	})
 	if errors.Is(err, syscall.EPERM) && os.Geteuid() != 0 {

@@ -152,6 +152,7 @@ type Report struct {
 	Opens, Calls, Stdio, MPI, HandshakeFail      int64
 	FastRead, FastWrite, KernelRead, KernelWrite int64
 	FastHits, FastMisses                         int64
+	IPCRead, IPCWrite                            int64
 }
 
 func parseReport(t *testing.T, path string) Report {
@@ -197,6 +198,10 @@ func parseReport(t *testing.T, path string) Report {
 				r.FastHits += n
 			case "fast_misses":
 				r.FastMisses += n
+			case "ipc_read":
+				r.IPCRead += n
+			case "ipc_write":
+				r.IPCWrite += n
 			}
 		}
 	}
