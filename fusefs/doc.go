@@ -124,7 +124,17 @@
 // dirty pages are written back (files.Handle.Fsync; a directory store:
 // FS.Sync) and the helper reads the backing file directly, never through
 // the mount, so a helper never waits on this daemon. Scratch mode keeps no
-// backing copy: its views fail with EIO (logged). A data file opened
+// backing copy: there the helper reads through the mount itself (mount
+// point + path), which serves the current bytes. The view request then
+// waits on a helper that waits on this server; that is safe because the
+// view request holds no lock while it waits (below), go-fuse serves
+// requests concurrently, and the helpers' opens are answered with
+// FOPEN_DIRECT_IO (recognised by their pids, Formats' Runs) so their
+// reads are synchronous requests, never queued behind the view reads in
+// the kernel's background queue (MaxBackground). The helper deadline
+// remains the last resort. Helpers keep files open between requests
+// (without HDF5 file locks): stop them before Unmount, or it is busy.
+// A data file opened
 // before a change fails its reads with ESTALE. A Zarr store's generation
 // follows the store directory only (a rewritten chunk file is not seen).
 //

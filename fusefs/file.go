@@ -75,6 +75,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	n.observe(&st)
 	n.addOpen(h)
 	fh, fuseFlags := n.newHandle(h, flags)
+	if _, pt := fh.(*passthroughHandle); !pt && n.m.omni.helperOpen(ctx) {
+		// A format helper of the views (omni.go, helperOpen). A
+		// passthrough open never reaches the daemon: kept.
+		fuseFlags |= fuse.FOPEN_DIRECT_IO
+	}
 	return fh, fuseFlags, 0
 }
 

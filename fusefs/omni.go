@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
@@ -76,9 +77,10 @@ var errStale = fmt.Errorf("dataset changed since the view was opened: %w", sysca
 // Locks: omniFS.mu guards sets only; dataset.mu guards its current
 // generation; generation.mu guards plans and in-flight fetches. Each is
 // taken alone, and none is held while a helper or the file layer works
-// (the helper reads the backing directory, not the mount, so it never
-// waits on us, but a held lock would still serialise every reader behind
-// the slowest helper request).
+// (in Scratch mode the helper reads through this mount, and its reads
+// must not need anything a waiting view request holds; elsewhere it
+// reads the backing store, but a held lock would still serialise every
+// reader behind the slowest helper request).
 type omniFS struct {
 	m        *mount
 	opt      OMNIOptions
@@ -265,23 +267,29 @@ func (d *dataset) load(st *unix.Stat_t, old *generation) *generation {
 }
 
 // prepare makes the source's current bytes visible to a helper and
-// returns the path it should read: the backing file, after the file's
-// dirty pages are written back (a directory store: every file's). In
-// Scratch mode there is no backing copy: the view fails.
+// returns the path it should read. With a backing store: the backing
+// file, after the file's dirty pages are written back (a directory
+// store: every file's), so the helper never enters this mount. In
+// Scratch mode there is no backing copy: the helper reads through the
+// mount itself (throughMount), which always serves the current bytes.
 func (d *dataset) prepare(st *unix.Stat_t) (string, error) {
 	if d.rel == "" {
 		return d.abs, nil
 	}
 	fsys := d.o.m.fs
-	if fsys.Mode() == files.Scratch {
-		return "", fmt.Errorf("scratch mode keeps no backing copy for the format helpers to read: %w", omni.ErrNotSupported)
-	}
 	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFDIR:
+	case unix.S_IFDIR, unix.S_IFREG:
+	default:
+		return "", fmt.Errorf("not a file or directory store: %w", omni.ErrNotSupported)
+	}
+	if d.o.throughMount() {
+		return filepath.Join(d.o.mountDir, d.rel), nil
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		if err := fsys.Sync(); err != nil {
 			return "", fmt.Errorf("write back before reading: %w", err)
 		}
-	case unix.S_IFREG:
+	} else {
 		h, _, err := fsys.Open(d.rel, unix.O_RDONLY, 0, files.Cred{})
 		if err != nil {
 			return "", err
@@ -291,10 +299,44 @@ func (d *dataset) prepare(st *unix.Stat_t) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("write back before reading: %w", err)
 		}
-	default:
-		return "", fmt.Errorf("not a file or directory store: %w", omni.ErrNotSupported)
 	}
 	return filepath.Join(fsys.Root(), d.rel), nil
+}
+
+// throughMount reports whether helpers read the mount's files through
+// the mount (Scratch mode: no backing copy) rather than the backing
+// store.
+func (o *omniFS) throughMount() bool { return o.m.fs.Mode() == files.Scratch }
+
+// formatProcesses is implemented by Formats whose readers run in
+// processes of their own (formats/helper.Pool).
+type formatProcesses interface {
+	// Runs reports whether pid is one of those processes.
+	Runs(pid int) bool
+}
+
+// helperOpen reports whether the FUSE request in ctx comes from a format
+// helper reading through the mount. Its opens get direct I/O, so that
+// its reads are synchronous FUSE requests: a buffered read would go
+// through kernel readahead, which is queued as a background request, and
+// the background queue (MaxBackground) may be full of reads of views
+// waiting on that very helper.
+func (o *omniFS) helperOpen(ctx context.Context) bool {
+	if o == nil || !o.throughMount() {
+		return false
+	}
+	procs, ok := o.opt.Formats.(formatProcesses)
+	if !ok {
+		return false
+	}
+	c, ok := fuse.FromContext(ctx)
+	if !ok || c.Pid == 0 {
+		return false
+	}
+	// The kernel sends the calling thread's id; helpers are known by
+	// their process id.
+	pid, err := tgid(int(c.Pid))
+	return err == nil && procs.Runs(pid)
 }
 
 // logf logs a view failure: one line per failed open or block read of a

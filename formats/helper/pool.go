@@ -105,6 +105,21 @@ func (p *Pool) Helpers() int {
 	return len(p.live)
 }
 
+// Runs reports whether pid is the process id of one of the pool's live
+// helpers. A daemon that hands helpers paths on its own FUSE mount uses
+// it to recognise their requests (fusefs answers their opens with direct
+// I/O). It takes the pool's lock only briefly, never across a request.
+func (p *Pool) Runs(pid int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for pr := range p.live {
+		if pr.cmd.Process != nil && pr.cmd.Process.Pid == pid {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *Pool) get(ctx context.Context) (*proc, error) {
 	select {
 	case p.slots <- struct{}{}:
@@ -153,7 +168,10 @@ func (p *Pool) spawn() (*proc, error) {
 	}
 	defer child.Close()
 	cmd := exec.Command(p.opt.Exe)
-	cmd.Env = append(os.Environ(), envHelper+"=1", fmt.Sprintf("%s=%d", envMemory, p.opt.MemoryLimit))
+	// Helpers only read, and may keep a file open between requests:
+	// HDF5 file locks would make a writer of that file fail (EAGAIN)
+	// where the file is the one it writes (a path on a mount).
+	cmd.Env = append(os.Environ(), envHelper+"=1", fmt.Sprintf("%s=%d", envMemory, p.opt.MemoryLimit), "HDF5_USE_FILE_LOCKING=FALSE")
 	cmd.ExtraFiles = []*os.File{child}
 	t := &tail{}
 	cmd.Stderr = t
