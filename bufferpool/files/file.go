@@ -105,14 +105,19 @@ func (fs *FS) attach(fd int, writable bool) (f *file, stale bool, err error) {
 	f.stateMu.Unlock()
 	fs.mu.Unlock()
 	if upgrade {
+		// Replace the fd in place (dup3 is atomic): readers use f.backing
+		// without backingMu, so neither the *os.File nor its fd number
+		// may change under them.
 		f.backingMu.Lock()
-		old := f.backing
-		f.backing = os.NewFile(uintptr(fd), "backing")
+		err := unix.Dup3(fd, int(f.backing.Fd()), unix.O_CLOEXEC)
 		f.backingMu.Unlock()
-		old.Close()
-	} else {
-		unix.Close(fd)
+		if err != nil {
+			f.stateMu.Lock()
+			f.writable = false
+			f.stateMu.Unlock()
+		}
 	}
+	unix.Close(fd)
 	if first {
 		stale = f.revalidate()
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -521,5 +522,69 @@ func TestReadPinned(t *testing.T) {
 		if c.want == -1 || n != c.want || m != n || err != nil || !bytes.Equal(got, data[c.off:c.off+int64(n)]) {
 			t.Errorf("ReadPinned(%d,%d) = %d bytes (pread %d, %v), want %d", c.off, c.n, n, m, err, c.want)
 		}
+	}
+}
+
+// TestWritableReopenWhileReading: a file first opened read-only (its
+// backing file could only be opened O_RDONLY: here a running executable,
+// ETXTBSY) and then read-write swaps the backing fd; readers of the first
+// handle must neither race with the swap nor fail on the old fd.
+func TestWritableReopenWhileReading(t *testing.T) {
+	fs := newTestFS(t, Writeback, 8*testPage, 8*testPage, nil)
+	exe := filepath.Join(fs.backing, "prog")
+	src, err := os.ReadFile("/bin/sleep")
+	if err != nil {
+		t.Skip(err)
+	}
+	if err := os.WriteFile(exe, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "30")
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	ro := mustOpen(t, fs, "prog", os.O_RDONLY)
+	defer ro.Release()
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	stop := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				errc <- nil
+				return
+			default:
+			}
+			if _, err := ro.Getattr(); err != nil {
+				errc <- err
+				return
+			}
+			if _, err := ro.ReadAt(buf, int64(i%len(src))); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(5 * time.Millisecond)
+	rw := mustOpen(t, fs, "prog", os.O_RDWR)
+	if _, err := rw.WriteAt([]byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	close(stop)
+	if err := <-errc; err != nil {
+		t.Fatalf("read through the read-only handle: %v", err)
+	}
+	if err := rw.Fsync(false); err != nil {
+		t.Fatal(err)
+	}
+	rw.Release()
+	got, _ := os.ReadFile(exe)
+	if len(got) != len(src) || got[0] != 'x' {
+		t.Fatalf("backing file not written back")
 	}
 }
