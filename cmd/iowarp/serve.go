@@ -157,8 +157,13 @@ func (d *daemon) wait() {
 		d.srv = nil
 		return
 	case s := <-sigs:
-		logrus.Infof("%v: draining %s of dirty data to %s, then unmounting %s", s,
-			runtime.FormatSize(d.fsys.Stats().DirtyBytes), backingName(d.cfg), d.cfg.Mount)
+		if st := d.fsys.Stats(); st.Mode == files.Scratch {
+			logrus.Infof("%v: unmounting %s; scratch mode: its %s of data are dropped", s,
+				d.cfg.Mount, runtime.FormatSize(st.DirtyBytes))
+		} else {
+			logrus.Infof("%v: draining %s of dirty data to %s, then unmounting %s", s,
+				runtime.FormatSize(st.DirtyBytes), backingName(d.cfg), d.cfg.Mount)
+		}
 	}
 	go func() {
 		for s := range sigs {
@@ -170,6 +175,11 @@ func (d *daemon) wait() {
 	// is written in between is drained by Close.
 	if err := d.fsys.Sync(); err != nil {
 		logrus.Errorf("drain to %s: %v", backingName(d.cfg), err)
+	}
+	// Format helpers may hold files open through the mount (scratch
+	// mode): stop them first, or the unmount finds the mount busy.
+	if d.fmts != nil {
+		d.fmts.Close()
 	}
 	d.unmount(gone)
 }
