@@ -360,6 +360,9 @@ func (f *file) writeOnce(data []byte, off int64, appending, inside bool) (int, i
 		f.mu.RLock()
 		defer f.mu.RUnlock()
 	}
+	if int64(len(data)) > maxFileSize-off {
+		return 0, off, unix.EFBIG
+	}
 	if inside && off+int64(len(data)) > f.size.Load() {
 		return 0, off, ErrPastEOF
 	}
@@ -389,6 +392,11 @@ func (f *file) written(schedule bool) {
 		f.fs.flusher.enqueue(f)
 	}
 }
+
+// maxFileSize is the largest file the pool holds (bufferpool's maxOffset:
+// pages past it are refused); writes past it fail with EFBIG, and checking
+// against it keeps off+len from overflowing.
+const maxFileSize = 1 << 60
 
 func growTo(v *atomic.Int64, n int64) {
 	for {

@@ -588,3 +588,23 @@ func TestWritableReopenWhileReading(t *testing.T) {
 		t.Fatalf("backing file not written back")
 	}
 }
+
+// TestWritePastMaxSize: a write ending past the largest offset the pool
+// can hold fails like Linux does for a file too large (EFBIG), not EIO,
+// and an offset near MaxInt64 does not overflow into a write.
+func TestWritePastMaxSize(t *testing.T) {
+	fs := newTestFS(t, Writeback, 8*testPage, 8*testPage, nil)
+	h := mustOpen(t, fs, "big", os.O_CREATE|os.O_RDWR)
+	defer h.Release()
+	for _, off := range []int64{1 << 61, 1<<63 - 2} {
+		if _, err := h.WriteAt([]byte("abc"), off); !errors.Is(err, unix.EFBIG) {
+			t.Errorf("write at %d: %v, want EFBIG", off, err)
+		}
+		if _, err := h.WriteInside([]byte("abc"), off); !errors.Is(err, unix.EFBIG) && !errors.Is(err, ErrPastEOF) {
+			t.Errorf("write inside at %d: %v, want EFBIG or ErrPastEOF", off, err)
+		}
+	}
+	if st, _ := h.Getattr(); st.Size != 0 {
+		t.Errorf("size %d after failed writes", st.Size)
+	}
+}
