@@ -417,15 +417,17 @@ func (f *file) truncate(size int64) error {
 	defer f.backingMu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.bucket.Truncate(size); err != nil {
-		return err
-	}
+	// The backing file first: if it refuses (EPERM, EIO), the pool keeps
+	// every page, dirty ones included, and the file is unchanged.
 	if !f.fs.scratch {
 		if err := f.backing.Truncate(size); err != nil {
 			return err
 		}
 		f.backingSize.Store(size)
 		f.noteSeenLocked()
+	}
+	if err := f.bucket.Truncate(size); err != nil {
+		return err
 	}
 	f.size.Store(size)
 	f.shareSize()
@@ -528,8 +530,10 @@ func (f *file) writeBackPages(fsync, datasync, background bool) (deferred bool, 
 	if !f.dirtyLocked() {
 		// Nothing of ours to write: leave the backing file (and what we
 		// know of it, for revalidate) alone; it may be another node's now.
-		if fsync {
+		if fsync && datasync {
 			err = unix.Fdatasync(int(f.backing.Fd()))
+		} else if fsync {
+			err = unix.Fsync(int(f.backing.Fd()))
 		}
 		return false, err
 	}

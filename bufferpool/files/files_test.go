@@ -608,3 +608,28 @@ func TestWritePastMaxSize(t *testing.T) {
 		t.Errorf("size %d after failed writes", st.Size)
 	}
 }
+
+// TestFailedTruncateKeepsData: a truncate the backing file refuses
+// (immutable: EPERM) fails and leaves the file, dirty pages included,
+// as it was (the pool's pages were dropped first).
+func TestFailedTruncateKeepsData(t *testing.T) {
+	// Just written, the pages stay dirty: the background write-back leaves
+	// a file alone for flushDelay while the pool is not under pressure.
+	fs := newTestFS(t, Writeback, 16*testPage, 16*testPage, nil)
+	h := mustOpen(t, fs, "imm", os.O_RDWR|os.O_CREATE)
+	defer h.Release()
+	data := bytes.Repeat([]byte("d"), 2*testPage)
+	h.WriteAt(data, 0)
+	p := filepath.Join(fs.backing, "imm")
+	if out, err := exec.Command("chattr", "+i", p).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i: %v %s", err, out)
+	}
+	defer exec.Command("chattr", "-i", p).Run()
+	zero := int64(0)
+	if _, err := fs.Setattr("imm", h, SetAttr{Size: &zero}); err == nil {
+		t.Fatal("truncate of an immutable backing file succeeded")
+	}
+	if got := readAll(t, h); !bytes.Equal(got, data) {
+		t.Fatalf("after a failed truncate the file (%d bytes) differs from the %d bytes written", len(got), len(data))
+	}
+}
