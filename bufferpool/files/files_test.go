@@ -3,6 +3,7 @@ package files
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -631,5 +632,22 @@ func TestFailedTruncateKeepsData(t *testing.T) {
 	}
 	if got := readAll(t, h); !bytes.Equal(got, data) {
 		t.Fatalf("after a failed truncate the file (%d bytes) differs from the %d bytes written", len(got), len(data))
+	}
+}
+
+// TestDirtyIdleFilesRetiredAfterWriteBack: files released while dirty are
+// passed over by the idle bound; once written back they are retired too.
+func TestDirtyIdleFilesRetiredAfterWriteBack(t *testing.T) {
+	fs := newTestFS(t, Writeback, 64*testPage, 64*testPage, func(o *Options) { o.MaxIdleFiles = 3 })
+	for i := range 10 {
+		h := mustOpen(t, fs, fmt.Sprintf("dirty%d", i), os.O_RDWR|os.O_CREATE)
+		h.WriteAt([]byte("not yet written back"), 0)
+		h.Release()
+	}
+	if err := fs.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(fs.pool.Buckets()); n > 3 {
+		t.Fatalf("%d buckets cached after the write-back, bound is 3", n)
 	}
 }

@@ -72,6 +72,8 @@ func (fl *flusher) run() {
 			time.AfterFunc(time.Second, func() { fl.enqueue(f) })
 		} else if deferred {
 			fl.deferFile(f)
+		} else {
+			fl.fs.retireIfOver(f)
 		}
 	}
 }

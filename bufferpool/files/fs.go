@@ -199,9 +199,13 @@ func (fs *FS) Sync() error {
 func (fs *FS) syncAll(fsync bool) error {
 	var first error
 	for _, f := range fs.liveFiles() {
-		if err := f.writeBack(fsync); err != nil && first == nil {
-			first = err
+		if err := f.writeBack(fsync); err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
 		}
+		fs.retireIfOver(f)
 	}
 	return first
 }

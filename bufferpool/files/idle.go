@@ -33,6 +33,19 @@ func (fs *FS) idleFile(f *file) {
 	}
 }
 
+// retireIfOver retires f after its write-back when it is idle and the
+// idle list is over its bound: dirty idle files were passed over when
+// they were released, and would otherwise keep their fds until some
+// later release.
+func (fs *FS) retireIfOver(f *file) {
+	fs.mu.Lock()
+	over := f.idleElem != nil && fs.idle.l.Len() > fs.maxIdle
+	fs.mu.Unlock()
+	if over {
+		f.retire()
+	}
+}
+
 // retire drops an idle file's cache if it is clean and still idle; a
 // dirty one stays until the write-back cleaned it.
 func (f *file) retire() {
