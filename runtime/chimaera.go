@@ -28,8 +28,8 @@ type Runtime struct {
 	cfg *Config
 	log logrus.FieldLogger
 
-	mods  atomic.Pointer[[]Module] // copy-on-write; index = module id
 	regMu sync.Mutex               // serialises Register
+	reg   atomic.Pointer[registry] // copy-on-write
 
 	queue   chan *entry
 	wg      sync.WaitGroup // workers
@@ -45,6 +45,14 @@ type Runtime struct {
 	inflight atomic.Int64
 	done     atomic.Uint64
 	failed   atomic.Uint64
+}
+
+// registry is the module table; index = module id. methods caches each
+// module's method count so that checking a request's ids (per ipc request)
+// does not call Methods, which may build its list on every call.
+type registry struct {
+	mods    []Module
+	methods []int
 }
 
 type entry struct {
@@ -77,8 +85,7 @@ func New(opts Options) *Runtime {
 	}
 	r := &Runtime{log: opts.Log, queue: make(chan *entry, opts.Queue), tasks: map[TaskID]*entry{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	empty := []Module{}
-	r.mods.Store(&empty)
+	r.reg.Store(&registry{})
 	for range opts.Workers {
 		r.wg.Add(1)
 		go r.worker()
@@ -113,8 +120,8 @@ func (r *Runtime) Config() *Config { return r.cfg }
 func (r *Runtime) Register(m Module) error {
 	r.regMu.Lock()
 	defer r.regMu.Unlock()
-	old := *r.mods.Load()
-	for _, o := range old {
+	old := r.reg.Load()
+	for _, o := range old.mods {
 		if o.Name() == m.Name() {
 			return fmt.Errorf("register module %s: %w", m.Name(), ErrExist)
 		}
@@ -126,9 +133,10 @@ func (r *Runtime) Register(m Module) error {
 	if err := m.Initialize(env); err != nil {
 		return fmt.Errorf("initialize module %s: %w", m.Name(), err)
 	}
-	mods := append(append([]Module(nil), old...), m)
-	r.mods.Store(&mods)
-	r.log.Debugf("module %s registered as id %d (%d methods)", m.Name(), len(old), len(m.Methods()))
+	n := len(m.Methods())
+	r.reg.Store(&registry{mods: append(old.mods[:len(old.mods):len(old.mods)], m),
+		methods: append(old.methods[:len(old.methods):len(old.methods)], n)})
+	r.log.Debugf("module %s registered as id %d (%d methods)", m.Name(), len(old.mods), n)
 	return nil
 }
 
@@ -166,7 +174,7 @@ func (r *Runtime) LoadPlugin(path string) (Module, error) {
 }
 
 // Modules returns the registered modules; index = module id.
-func (r *Runtime) Modules() []Module { return *r.mods.Load() }
+func (r *Runtime) Modules() []Module { return r.reg.Load().mods }
 
 // Module returns the module called name and its id.
 func (r *Runtime) Module(name string) (Module, uint32, error) {
@@ -194,13 +202,19 @@ func (r *Runtime) resolve(t *Task) (Module, error) {
 		}
 		return nil, fmt.Errorf("method %s.%s: %w", t.Module, t.Method, ErrNoMethod)
 	}
-	mods := r.Modules()
-	if int64(t.ModuleID) >= int64(len(mods)) {
-		return nil, fmt.Errorf("module id %d: %w", t.ModuleID, ErrNoModule)
+	return r.Lookup(t.ModuleID, t.MethodID)
+}
+
+// Lookup returns the module of module id, checking that it has method id
+// method; it fails with ErrNoModule or ErrNoMethod.
+func (r *Runtime) Lookup(module, method uint32) (Module, error) {
+	reg := r.reg.Load()
+	if uint64(module) >= uint64(len(reg.mods)) {
+		return nil, fmt.Errorf("module id %d: %w", module, ErrNoModule)
 	}
-	m := mods[t.ModuleID]
-	if int64(t.MethodID) >= int64(len(m.Methods())) {
-		return nil, fmt.Errorf("method id %d of %s: %w", t.MethodID, m.Name(), ErrNoMethod)
+	m := reg.mods[module]
+	if uint64(method) >= uint64(reg.methods[module]) {
+		return nil, fmt.Errorf("method id %d of %s: %w", method, m.Name(), ErrNoMethod)
 	}
 	return m, nil
 }

@@ -182,12 +182,8 @@ func (c *conn) task(req Request) (*runtime.Task, error) {
 	case req.Flags != 0:
 		return t, fmt.Errorf("flags %#x: %w", req.Flags, runtime.ErrInvalid)
 	}
-	mods := c.s.rt.Modules()
-	if uint64(req.Module) >= uint64(len(mods)) {
-		return t, fmt.Errorf("module id %d: %w", req.Module, runtime.ErrNoModule)
-	}
-	if uint64(req.Method) >= uint64(len(mods[req.Module].Methods())) {
-		return t, fmt.Errorf("method id %d of %s: %w", req.Method, mods[req.Module].Name(), runtime.ErrNoMethod)
+	if _, err := c.s.rt.Lookup(req.Module, req.Method); err != nil {
+		return t, err
 	}
 	if req.ArgLen > 0 {
 		// A private copy: the client may rewrite its buffer while the
