@@ -83,9 +83,8 @@ func (fs *FS) attach(fd int, writable bool) (f *file, stale bool, err error) {
 		}
 		f = &file{fs: fs, key: k, bucket: b, backing: os.NewFile(uintptr(fd), "backing"), refs: 1, writable: writable}
 		f.size.Store(st.Size)
-		f.backingSize.Store(st.Size)
-		if fs.scratch {
-			f.backingSize.Store(0)
+		if !fs.scratch { // a scratch placeholder holds no data
+			f.backingSize.Store(st.Size)
 		}
 		f.seenSize, f.seenMtime = st.Size, st.Mtim
 		fs.files[k] = f
@@ -329,7 +328,7 @@ func (f *file) writeMode(data []byte, off int64, appending, inside bool) (int, e
 		total += n
 		if !errors.Is(err, bufferpool.ErrNoSpace) {
 			if total > 0 {
-				f.written(err == nil)
+				f.written()
 			}
 			if err == nil && f.fs.opts.Mode == Writethrough {
 				err = f.writeBack(false)
@@ -339,7 +338,7 @@ func (f *file) writeMode(data []byte, off int64, appending, inside bool) (int, e
 		data, off = data[n:], at+int64(n)
 		if f.fs.scratch || time.Now().After(deadline) || f.fs.closed.Load() {
 			if total > 0 {
-				f.written(true)
+				f.written()
 			}
 			return total, fmt.Errorf("write: pool full of dirty data: %w", ErrNoSpace)
 		}
@@ -385,12 +384,31 @@ func (f *file) writeOnce(data []byte, off int64, appending, inside bool) (int, i
 }
 
 // written records a data change and schedules its write-back.
-func (f *file) written(schedule bool) {
-	f.lastWrite.Store(time.Now().UnixNano())
-	f.touch()
-	if schedule && f.fs.opts.Mode == Writeback {
+func (f *file) written() {
+	f.dataChanged()
+	f.schedule()
+}
+
+// dataChanged stamps a change of the file's bytes (a write, or shim writes
+// found by a harvest): mtime, and the time the write-back waits out.
+func (f *file) dataChanged() {
+	now := time.Now()
+	f.lastWrite.Store(now.UnixNano())
+	f.setMtime(now)
+}
+
+// schedule queues the file's background write-back (writeback mode).
+func (f *file) schedule() {
+	if f.fs.opts.Mode == Writeback {
 		f.fs.flusher.enqueue(f)
 	}
+}
+
+// futimens sets the times of an open file (x/sys has no NULL-path
+// utimensat): through its /proc/self/fd link, which reaches the inode even
+// after an unlink.
+func futimens(fd int, ts []unix.Timespec) error {
+	return unix.UtimesNanoAt(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), ts, 0)
 }
 
 // maxFileSize is the largest file the pool holds (bufferpool's maxOffset:
@@ -432,9 +450,7 @@ func (f *file) truncate(size int64) error {
 	f.size.Store(size)
 	f.shareSize()
 	f.touch()
-	if f.fs.opts.Mode == Writeback {
-		f.fs.flusher.enqueue(f)
-	}
+	f.schedule()
 	return nil
 }
 
@@ -488,9 +504,7 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 		f.shareSize()
 	}
 	f.touch()
-	if f.fs.opts.Mode == Writeback {
-		f.fs.flusher.enqueue(f)
-	}
+	f.schedule()
 	return nil
 }
 
@@ -513,8 +527,10 @@ func (f *file) writeBackSync(fsync, datasync bool) error {
 // the backing store.
 const flushDelay = 100 * time.Millisecond
 
-// writeBackPages writes back dirty pages; in the background it may defer
-// the last dirty page of a file written within flushDelay (deferred).
+// writeBackPages writes back dirty pages, then size and mtime, and with
+// fsync fsyncs. In the background, for a file written within flushDelay,
+// it defers the whole file, or under pressure its last dirty page
+// (deferred reports it).
 func (f *file) writeBackPages(fsync, datasync, background bool) (deferred bool, err error) {
 	if f.fs.scratch {
 		return false, nil
@@ -530,10 +546,8 @@ func (f *file) writeBackPages(fsync, datasync, background bool) (deferred bool, 
 	if !f.dirtyLocked() {
 		// Nothing of ours to write: leave the backing file (and what we
 		// know of it, for revalidate) alone; it may be another node's now.
-		if fsync && datasync {
-			err = unix.Fdatasync(int(f.backing.Fd()))
-		} else if fsync {
-			err = unix.Fsync(int(f.backing.Fd()))
+		if fsync {
+			err = f.syncBackingLocked(datasync)
 		}
 		return false, err
 	}
@@ -547,17 +561,26 @@ func (f *file) writeBackPages(fsync, datasync, background bool) (deferred bool, 
 		return false, err
 	}
 	if fsync {
-		var err error
-		if datasync {
-			err = unix.Fdatasync(int(f.backing.Fd()))
-		} else {
-			err = f.backing.Sync()
-		}
-		if err != nil {
-			return false, fmt.Errorf("fsync backing file: %w", err)
+		if err := f.syncBackingLocked(datasync); err != nil {
+			return false, err
 		}
 	}
 	return deferred, nil
+}
+
+// syncBackingLocked is fsync (fdatasync if datasync) of the backing file.
+func (f *file) syncBackingLocked(datasync bool) error {
+	fd := int(f.backing.Fd())
+	var err error
+	if datasync {
+		err = unix.Fdatasync(fd)
+	} else {
+		err = unix.Fsync(fd)
+	}
+	if err != nil {
+		return fmt.Errorf("fsync backing file: %w", err)
+	}
+	return nil
 }
 
 // writePagesLocked writes the dirty pages (in the background, maybe not
@@ -636,7 +659,7 @@ func (f *file) writeMetaLocked() error {
 	f.stateMu.Unlock()
 	if dirty && len(f.bucket.DirtyPages()) == 0 {
 		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mt.UnixNano())}
-		if err := unix.UtimesNanoAt(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), ts, 0); err != nil {
+		if err := futimens(fd, ts); err != nil {
 			return fmt.Errorf("write back mtime: %w", err)
 		}
 		f.stateMu.Lock()

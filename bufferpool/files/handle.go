@@ -247,7 +247,7 @@ func (h *Handle) setattr(a SetAttr) (unix.Stat_t, error) {
 	}
 	if a.Atime != nil || a.Mtime != nil {
 		ts := []unix.Timespec{timespec(a.Atime), timespec(a.Mtime)}
-		if err := unix.UtimesNanoAt(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), ts, 0); err != nil {
+		if err := futimens(fd, ts); err != nil {
 			return unix.Stat_t{}, err
 		}
 		if a.Mtime != nil && !a.Mtime.Omit {

@@ -55,10 +55,7 @@ func (f *file) shareSize() { f.bucket.SetSharedSize(f.size.Load()) }
 
 // shimHarvested is the bucket's harvest callback (under its write lock;
 // stateMu is a leaf): shim writes changed the data now.
-func (f *file) shimHarvested(int) {
-	f.lastWrite.Store(time.Now().UnixNano())
-	f.touch()
-}
+func (f *file) shimHarvested(int) { f.dataChanged() }
 
 // harvestShim folds pending shim writes into the pool and, if any were
 // found (here or by a harvest inside the bucket), schedules them like
@@ -67,12 +64,11 @@ func (f *file) harvestShim() bool {
 	if f.bucket.HarvestShimWrites() == 0 {
 		return false
 	}
-	switch {
-	case f.fs.scratch:
-	case f.fs.opts.Mode == Writethrough:
+	// shimHarvested stamped the change; write it back like any write.
+	if f.fs.opts.Mode == Writethrough {
 		f.writeBack(false)
-	default:
-		f.written(true)
+	} else {
+		f.schedule()
 	}
 	return true
 }
