@@ -80,7 +80,7 @@ func (bl *blob) foldLocked(now int64) {
 type segment struct {
 	seg     *tier.Segment
 	nblobs  int  // blobs with bytes in it
-	exposed bool // fd handed out by FirstTierFd: stays open
+	exposed bool // mapped by clients through PageTable: stays open
 	ext     extentAlloc
 }
 
@@ -100,21 +100,19 @@ type Bucket struct {
 
 	// mu guards everything below and every blob's placement and bytes.
 	// Readers of resident blobs take it shared.
-	mu      seqMutex // write side makes the shared page table's seq odd
-	dead    bool
-	pt      *pageTable // shared page table (PageTable), nil until asked for
-	pages   map[int64]*blob
-	named   map[string]*blob
-	segs    []*segment // per tier, nil while closed
-	ndirty  int
-	segSize int64 // logical first-tier segment size, -1 if unset
+	mu     seqMutex // write side makes the shared page table's seq odd
+	dead   bool
+	pt     *pageTable // shared page table (PageTable), nil until asked for
+	pages  map[int64]*blob
+	named  map[string]*blob
+	segs   []*segment // per tier, nil while closed
+	ndirty int
 }
 
 func newBucket(p *Pool, id uint64, name string, opts BucketOptions) *Bucket {
 	b := &Bucket{
 		p: p, id: id, pageSize: opts.PageSize,
-		segs:    make([]*segment, len(p.tiers)),
-		segSize: -1,
+		segs: make([]*segment, len(p.tiers)),
 	}
 	b.name.Store(&name)
 	if opts.PageSize > 0 {
@@ -179,12 +177,6 @@ func (b *Bucket) segLocked(t int) (*segment, error) {
 	sg, err := ts.dev.NewSegment(strconv.FormatUint(b.id, 10))
 	if err != nil {
 		return nil, fmt.Errorf("tier %s: bucket %s: %w", ts.cfg.Name, b.Name(), err)
-	}
-	if t == 0 && b.pageSize > 0 && b.segSize >= 0 {
-		if err := sg.SetSize(b.segSize); err != nil {
-			sg.Close()
-			return nil, fmt.Errorf("tier %s: bucket %s: %w", ts.cfg.Name, b.Name(), err)
-		}
 	}
 	s := &segment{seg: sg}
 	b.segs[t] = s

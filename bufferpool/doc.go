@@ -11,7 +11,7 @@
 //
 // A bucket has one segment per tier, opened when the first blob lands on
 // that tier and closed when the last leaves (except the first-tier segment
-// once FirstTierFd handed out its fd). Page buckets keep a sparse image of
+// once PageTable handed it to clients). Page buckets keep a sparse image of
 // the file: page i sits at offset i*PageSize in whichever tier's segment
 // holds it; moving a page copies it, then punches the hole it left.
 // Named-blob buckets place blobs with a first-fit extent allocator.

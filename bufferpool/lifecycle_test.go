@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 func countFds(t *testing.T) int {
@@ -50,7 +48,9 @@ func TestCloseReleasesSegments(t *testing.T) {
 		nb.Put("x", make([]byte, 5000))
 	}
 	b, _ := p.LookupBucket("a")
-	b.FirstTierFd()
+	if _, _, err := b.PageTable(false); err != nil { // exposed: kept open until Close
+		t.Fatal(err)
+	}
 	if len(dirEntries(t, dir)) == 0 || countFds(t) <= before {
 		t.Fatal("no segments open")
 	}
@@ -120,62 +120,6 @@ func TestBucketsDeleteRename(t *testing.T) {
 	wantErr(t, err, ErrNotFound)
 	if s := p.Stats(); s.Tiers[0].Used != 0 || s.DirtyBytes != 0 || s.Buckets != 1 {
 		t.Fatalf("stats after delete %+v", s)
-	}
-}
-
-func TestFirstTierFdSparseImage(t *testing.T) {
-	p := testPool(t, 1<<20, 1<<20)
-	b := mustBucket(t, p, "f", 4096)
-	if err := b.SetSegmentSize(2*4096 + 100); err != nil { // before the segment exists
-		t.Fatal(err)
-	}
-	page := fill(4096, 1)
-	b.PutPage(2, append(slices.Clone(page[:100]), make([]byte, 3996)...), false)
-	b.PutPage(0, page, false)
-	fd, ok := b.FirstTierFd()
-	if !ok {
-		t.Fatal("no fd")
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Size != 2*4096+100 {
-		t.Fatalf("segment size %d (%v), want %d", st.Size, err, 2*4096+100)
-	}
-	buf := make([]byte, 4096)
-	if _, err := unix.Pread(fd, buf, 0); err != nil {
-		t.Fatal(err)
-	}
-	wantBytes(t, buf, page)
-	// An extending write grows the file; SetSegmentSize fixes it.
-	b.WritePage(3, 10, []byte{9}, nil)
-	unix.Fstat(fd, &st)
-	if st.Size != 3*4096+11 {
-		t.Fatalf("size after extending write %d", st.Size)
-	}
-	if err := b.SetSegmentSize(3*4096 + 11); err != nil {
-		t.Fatal(err)
-	}
-	// Shrinking below resident non-zero bytes keeps them.
-	b.SetSegmentSize(4096)
-	unix.Fstat(fd, &st)
-	if st.Size != 3*4096+11 {
-		t.Fatalf("size after unsafe shrink %d", st.Size)
-	}
-	b.Truncate(4096)
-	b.SetSegmentSize(4096)
-	unix.Fstat(fd, &st)
-	if st.Size != 4096 {
-		t.Fatalf("size after truncate %d", st.Size)
-	}
-	if n, all := b.Resident(4096); n != 1 || !all {
-		t.Fatalf("resident %d %v", n, all)
-	}
-	// The fd stays valid even when the bucket holds nothing.
-	b.Truncate(0)
-	if err := unix.Fstat(fd, &st); err != nil {
-		t.Fatal(err)
-	}
-	if fd2, _ := b.FirstTierFd(); fd2 != fd {
-		t.Fatal("FirstTierFd changed")
 	}
 }
 

@@ -149,7 +149,6 @@ func TestPageBadInput(t *testing.T) {
 		"put short":       b.PutPage(0, buf, false),
 		"truncate neg":    b.Truncate(-1),
 		"zero neg":        b.ZeroRange(-1, 5),
-		"segsize neg":     b.SetSegmentSize(-1),
 		"snapshot short":  snapErr(b.SnapshotPage(0, buf)),
 	} {
 		if !errors.Is(err, ErrInvalid) {
