@@ -9,7 +9,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"syscall"
 
@@ -155,47 +154,30 @@ func (n *node) Ioctl(ctx context.Context, f fs.FileHandle, cmd uint32, arg uint6
 	}
 	// The kernel names the calling thread; the token is bound to its
 	// process, which must be the one the shim claims to be.
-	tgid, err := threadGroup(c.Pid)
-	if err != nil || tgid != req.Pid {
+	p, err := tgid(int(c.Pid))
+	pid := uint32(p)
+	if err != nil || pid != req.Pid {
 		return 0, syscall.EPERM
 	}
 	acc := uint32(h.Flags() & syscall.O_ACCMODE)
 	ino := n.StableAttr().Ino
-	cp := Capability{Ino: ino, PageSize: uint64(n.m.fs.PageSize()), Pid: tgid, Uid: c.Uid, AccMode: acc,
-		Token: CapToken(ino, tgid, c.Uid, acc), DaemonPid: uint32(os.Getpid()), DataFd: -1, TableFd: -1}
+	cp := Capability{Ino: ino, PageSize: uint64(n.m.fs.PageSize()), Pid: pid, Uid: c.Uid, AccMode: acc,
+		Token: CapToken(ino, pid, c.Uid, acc), DaemonPid: uint32(os.Getpid()), DataFd: -1, TableFd: -1}
 	// The fast path maps the page table and the RAM-tier segment; the
 	// shim asks for them at the grant socket, presenting the token (see
 	// grant.go), and gets fds with the access of this open.
 	if ep, err := grantEndpoint(); err == nil {
 		cp.Endpoint = ep
-		cp.Grant = shimRegister(n, h, grantKey{ino: ino, pid: tgid, uid: c.Uid, acc: acc})
+		cp.Grant = shimRegister(n, h, grantKey{ino: ino, pid: pid, uid: c.Uid, acc: acc})
 	}
-	shimAttach(n, h, &cp)
+	shimAttach(n)
 	cp.Encode(output)
 	return 0, 0
-}
-
-// threadGroup returns the process (tgid) of thread tid.
-func threadGroup(tid uint32) (uint32, error) {
-	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(tid), 10) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.Index(b, []byte("\nTgid:"))
-	if i < 0 {
-		return 0, fmt.Errorf("no Tgid in /proc/%d/status", tid)
-	}
-	line := b[i+6:]
-	if j := bytes.IndexByte(line, '\n'); j >= 0 {
-		line = line[:j]
-	}
-	v, err := strconv.ParseUint(string(bytes.TrimSpace(line)), 10, 32)
-	return uint32(v), err
 }
 
 // shimAttach drops what the kernel cached of n (the shim's reads and
 // writes bypass the kernel from now on), asynchronously: a notification
 // sent from inside a request on the same inode could wait on it.
-func shimAttach(n *node, _ any, _ *Capability) {
+func shimAttach(n *node) {
 	go n.NotifyContent(0, 0)
 }
