@@ -127,33 +127,30 @@ out:
 	return ret;
 }
 
-int iow_attach_fast(int fd, struct iow_ofd *o)
+void iow_attach_fast(struct iow_ofd *o)
 {
-	(void)fd;
 	const struct iow_cap *c = &o->cap;
 	uint32_t acc = (uint32_t)(o->flags & O_ACCMODE);
-	if (c->page_size == 0 || acc == O_WRONLY)
-		return 0; /* a mapping needs read access */
-	if (getenv("IOWARP_NOFAST"))
-		return 0;
+	if (c->page_size == 0 || acc == O_WRONLY || iow_nofast)
+		return; /* a mapping needs read access */
 	int fds[2];
 	char ipc[108];
 	if (grant(c, acc, fds, ipc) != 0)
-		return 0;
+		return;
 	int w = acc == O_RDWR;
 	int prot = PROT_READ | (w ? PROT_WRITE : 0);
 	void *pt = mmap(NULL, PT_SIZE, prot, MAP_SHARED, fds[0], 0);
 	syscall(SYS_close, fds[0]);
 	if (pt == MAP_FAILED) {
 		syscall(SYS_close, fds[1]);
-		return 0;
+		return;
 	}
 	const uint32_t *h = pt;
 	uint64_t ps = ((const uint64_t *)pt)[3], nbits = ((const uint64_t *)pt)[4];
 	if (h[0] != PT_MAGIC || h[1] != PT_VERSION || ps != c->page_size || nbits > PT_MAX_PAGES) {
 		munmap(pt, PT_SIZE);
 		syscall(SYS_close, fds[1]);
-		return 0;
+		return;
 	}
 	size_t len = nbits * ps < MAP_MAX ? nbits * ps : MAP_MAX;
 	void *data = mmap(NULL, len, prot, MAP_SHARED | MAP_NORESERVE, fds[1], 0);
@@ -164,12 +161,11 @@ int iow_attach_fast(int fd, struct iow_ofd *o)
 			munmap(data, len);
 		munmap(pt, PT_SIZE);
 		free(m);
-		return 0;
+		return;
 	}
-	*m = (struct fastmap){pt, data, len, ps, nbits, w && !getenv("IOWARP_NOFASTWRITE"), {0}};
+	*m = (struct fastmap){pt, data, len, ps, nbits, w && !iow_nofastwrite, {0}};
 	memcpy(m->ipc, ipc, sizeof m->ipc);
 	o->gohandle = (uintptr_t)m;
-	return 1;
 }
 
 void iow_detach_fast(struct iow_ofd *o)

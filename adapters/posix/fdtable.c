@@ -61,7 +61,6 @@ struct iow_ofd *iow_ofd_new(int flags, const struct iow_cap *cap)
 	if (!o)
 		return NULL;
 	o->flags = flags;
-	o->child_of = getpid();
 	o->gohandle = 0;
 	o->next_free = NULL;
 	if (cap)
@@ -75,7 +74,7 @@ void iow_ofd_put(struct iow_ofd *o)
 {
 	if (__atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
-	iow_ofd_release_go(o);
+	iow_detach_fast(o);
 	pthread_mutex_lock(&free_mu);
 	o->next_free = free_list;
 	free_list = o;

@@ -23,6 +23,8 @@
 int iow_in_child;
 int iow_strict;
 int iow_ready;
+int iow_nofast;
+int iow_nofastwrite;
 
 void *iow_dlnext(const char *name)
 {
@@ -101,6 +103,8 @@ __attribute__((constructor)) static void iow_init(void)
 	iow_strict = s && *s && strcmp(s, "0") != 0;
 	s = getenv("IOWARP_IPC");
 	iow_ipc_on = s && *s && strcmp(s, "0") != 0;
+	iow_nofast = getenv("IOWARP_NOFAST") != NULL;
+	iow_nofastwrite = getenv("IOWARP_NOFASTWRITE") != NULL;
 	iow_fdtable_init();
 	iow_paths_init(getenv("IOWARP_PATHS"));
 	iow_report_init();
@@ -140,38 +144,39 @@ static int handshake(int fd, struct iow_cap *cap)
 
 
 /* iow_track_open records a successful open. A slot still set for this
- * number means we missed a close: it is dropped first. */
-void iow_track_open(int fd, int flags, const char *path)
+ * number means we missed a close: it is dropped first. It returns
+ * handshake's answer for the fd (0 when none was asked). */
+static int iow_track_open(int fd, int flags)
 {
-	(void)path;
 	if ((unsigned)fd >= (unsigned)iow_tabsz)
-		return;
+		return 0;
 	iow_slot_clear(fd);
 	if (flags & (O_PATH | O_DIRECTORY))
-		return;
+		return 0;
 	struct iow_cap cap;
 	int r = handshake(fd, &cap);
 	if (r == 0)
-		return;
+		return 0;
 	if (r < 0) {
 		IOW_ADD(handshake_fail, 1);
 		iow_warn_once(1, "iowarp: shim handshake failed; this file takes the kernel path");
-		return;
+		return r;
 	}
 	struct iow_ofd *o = iow_ofd_new(flags & (O_ACCMODE | O_APPEND), &cap);
 	if (!o)
-		return;
+		return r;
 	IOW_ADD(opens, 1);
 	if (!iow_in_child)
-		iow_attach_fast(fd, o);
+		iow_attach_fast(o);
 	iow_slot_set(fd, o);
+	return r;
 }
 
-static int strict_check(int fd)
+/* strict_check: with IOWARP_STRICT a file on the mount whose handshake
+ * failed (track < 0) is an error rather than a silent kernel path. */
+static int strict_check(int fd, int track)
 {
-	/* With IOWARP_STRICT a file on the mount whose handshake failed is an
-	 * error rather than a silent kernel path. */
-	if (fd >= 0 && iow_strict && iow_cnt.handshake_fail) {
+	if (track < 0 && iow_strict) {
 		IOW_REAL(close)(fd);
 		errno = EIO;
 		return -1;
@@ -194,12 +199,8 @@ static int strict_check(int fd)
 	char pbuf[4096];                                          \
 	path = iow_redirect(path, pbuf, sizeof pbuf);             \
 	int fd = call;                                            \
-	if (fd >= 0) {                                            \
-		unsigned long hf = iow_cnt.handshake_fail;        \
-		iow_track_open(fd, flags, path);                  \
-		if (iow_cnt.handshake_fail != hf)                 \
-			fd = strict_check(fd);                    \
-	}                                                         \
+	if (fd >= 0)                                              \
+		fd = strict_check(fd, iow_track_open(fd, flags)); \
 	return fd
 
 int open(const char *path, int flags, ...)
@@ -480,8 +481,7 @@ ssize_t iow_read(int fd, void *buf, size_t n)
 		}
 	}
 	if (r == -2) {
-		if (iow_fast_shared_writers(o))
-			kdrop(o, fd, 0, 0); /* the offset may move under us: the whole file */
+		kdrop(o, fd, 0, 0); /* the offset may move under us: the whole file */
 		r = kread(IOW_REAL(read)(fd, buf, n));
 	}
 	iow_ofd_put(o);
@@ -526,11 +526,11 @@ ssize_t write(int fd, const void *buf, size_t n)
 	return iow_write(fd, buf, n);
 }
 
-static ssize_t do_pread(int fd, void *buf, size_t n, off_t off, int is64)
+static ssize_t do_pread(int fd, void *buf, size_t n, off_t off)
 {
 	struct iow_ofd *o = iow_ofd_get(fd);
 	if (!o)
-		return is64 ? IOW_REAL(pread64)(fd, buf, n, off) : IOW_REAL(pread)(fd, buf, n, off);
+		return IOW_REAL(pread64)(fd, buf, n, off);
 	IOW_ADD(calls, 1);
 	ssize_t r = -2;
 	if (fast_ok(o) && (o->flags & O_ACCMODE) != O_WRONLY && off >= 0)
@@ -547,14 +547,14 @@ ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
 	if (!iow_maybe_ours(fd))
 		return IOW_REAL(pread)(fd, buf, n, off);
-	return do_pread(fd, buf, n, off, 0);
+	return do_pread(fd, buf, n, off);
 }
 
 ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
 {
 	if (!iow_maybe_ours(fd))
 		return IOW_REAL(pread64)(fd, buf, n, off);
-	return do_pread(fd, buf, n, off, 1);
+	return do_pread(fd, buf, n, off);
 }
 
 static ssize_t do_pwrite(int fd, const void *buf, size_t n, off_t off)
@@ -592,9 +592,8 @@ ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
 /* Vector calls: counted and sent to the kernel whole, so that their
  * atomicity (one file position update, one O_APPEND write) is the
  * kernel's. */
-static ssize_t iov_call(int fd, ssize_t r, int wr)
+static ssize_t iov_call(ssize_t r, int wr)
 {
-	(void)fd;
 	IOW_ADD(calls, 1);
 	return wr ? kwrite(r) : kread(r);
 }
@@ -604,13 +603,13 @@ ssize_t readv(int fd, const struct iovec *iov, int cnt)
 	if (iow_maybe_ours(fd))
 		kdrop_fd(fd, 0, 0);
 	ssize_t r = IOW_REAL(readv)(fd, iov, cnt);
-	return iow_maybe_ours(fd) ? iov_call(fd, r, 0) : r;
+	return iow_maybe_ours(fd) ? iov_call(r, 0) : r;
 }
 
 ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
 	ssize_t r = IOW_REAL(writev)(fd, iov, cnt);
-	return iow_maybe_ours(fd) ? iov_call(fd, r, 1) : r;
+	return iow_maybe_ours(fd) ? iov_call(r, 1) : r;
 }
 
 ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
@@ -618,7 +617,7 @@ ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
 	if (iow_maybe_ours(fd))
 		kdrop_fd(fd, off, iov_len(iov, cnt));
 	ssize_t r = IOW_REAL(preadv)(fd, iov, cnt, off);
-	return iow_maybe_ours(fd) ? iov_call(fd, r, 0) : r;
+	return iow_maybe_ours(fd) ? iov_call(r, 0) : r;
 }
 
 ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
@@ -626,19 +625,19 @@ ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
 	if (iow_maybe_ours(fd))
 		kdrop_fd(fd, off, iov_len(iov, cnt));
 	ssize_t r = IOW_REAL(preadv64)(fd, iov, cnt, off);
-	return iow_maybe_ours(fd) ? iov_call(fd, r, 0) : r;
+	return iow_maybe_ours(fd) ? iov_call(r, 0) : r;
 }
 
 ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 {
 	ssize_t r = IOW_REAL(pwritev)(fd, iov, cnt, off);
-	return iow_maybe_ours(fd) ? iov_call(fd, r, 1) : r;
+	return iow_maybe_ours(fd) ? iov_call(r, 1) : r;
 }
 
 ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off64_t off)
 {
 	ssize_t r = IOW_REAL(pwritev64)(fd, iov, cnt, off);
-	return iow_maybe_ours(fd) ? iov_call(fd, r, 1) : r;
+	return iow_maybe_ours(fd) ? iov_call(r, 1) : r;
 }
 
 ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
@@ -646,13 +645,13 @@ ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 	if (iow_maybe_ours(fd))
 		kdrop_fd(fd, off, iov_len(iov, cnt));
 	ssize_t r = IOW_REAL(preadv2)(fd, iov, cnt, off, flags);
-	return iow_maybe_ours(fd) ? iov_call(fd, r, 0) : r;
+	return iow_maybe_ours(fd) ? iov_call(r, 0) : r;
 }
 
 ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
 	ssize_t r = IOW_REAL(pwritev2)(fd, iov, cnt, off, flags);
-	return iow_maybe_ours(fd) ? iov_call(fd, r, 1) : r;
+	return iow_maybe_ours(fd) ? iov_call(r, 1) : r;
 }
 
 ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
@@ -660,13 +659,13 @@ ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int fl
 	if (iow_maybe_ours(fd))
 		kdrop_fd(fd, off, iov_len(iov, cnt));
 	ssize_t r = IOW_REAL(preadv64v2)(fd, iov, cnt, off, flags);
-	return iow_maybe_ours(fd) ? iov_call(fd, r, 0) : r;
+	return iow_maybe_ours(fd) ? iov_call(r, 0) : r;
 }
 
 ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
 {
 	ssize_t r = IOW_REAL(pwritev64v2)(fd, iov, cnt, off, flags);
-	return iow_maybe_ours(fd) ? iov_call(fd, r, 1) : r;
+	return iow_maybe_ours(fd) ? iov_call(r, 1) : r;
 }
 
 off_t iow_lseek(int fd, off_t off, int whence)
@@ -718,13 +717,4 @@ int ftruncate64(int fd, off64_t len)
 	if (iow_maybe_ours(fd))
 		IOW_ADD(calls, 1);
 	return IOW_REAL(ftruncate64)(fd, len);
-}
-
-/* ---- Go attachments --------------------------------------------------- */
-
-/* The fast-path mapping is plain C state: a forked child may unmap its
- * copy too. */
-void iow_ofd_release_go(struct iow_ofd *o)
-{
-	iow_detach_fast(o);
 }

@@ -55,7 +55,6 @@ _Static_assert(offsetof(struct iow_cap, grant) == 200, "iow_cap grant");
 struct iow_ofd {
 	long refs;          /* atomic; 0 = free */
 	int flags;          /* O_ACCMODE | O_APPEND of the description */
-	int child_of;       /* pid that made it (a forked child must not use Go state) */
 	struct iow_cap cap;
 	uintptr_t gohandle; /* Go-side attachment (fast path); 0 = none */
 	struct iow_ofd *next_free;
@@ -79,18 +78,16 @@ static inline int iow_maybe_ours(int fd)
 }
 
 /* fast.c */
-int iow_attach_fast(int fd, struct iow_ofd *o);
-void iow_detach_fast(struct iow_ofd *o);
+void iow_attach_fast(struct iow_ofd *o);
+void iow_detach_fast(struct iow_ofd *o); /* plain C state: a forked child may unmap its copy too */
 ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off);
 ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off);
 int iow_fast_shared_writers(struct iow_ofd *o); /* a shim may write the file in place */
-void iow_ofd_release_go(struct iow_ofd *o);
 void iow_fdtable_atfork_prepare(void);
 void iow_fdtable_atfork_parent(void);
 void iow_fdtable_atfork_child(void);
 
 /* posix.c */
-void iow_track_open(int fd, int flags, const char *path);
 ssize_t iow_read(int fd, void *buf, size_t n);
 ssize_t iow_write(int fd, const void *buf, size_t n);
 off_t iow_lseek(int fd, off_t off, int whence);
@@ -124,6 +121,8 @@ extern int iow_in_child;  /* set in a forked child: never enter Go */
 extern int iow_strict;    /* IOWARP_STRICT=1 */
 extern int iow_ready;     /* constructor done */
 extern int iow_ipc_on;    /* IOWARP_IPC=1: misses through runtime/ipc (fast.c) */
+extern int iow_nofast;    /* IOWARP_NOFAST set: no fast path */
+extern int iow_nofastwrite; /* IOWARP_NOFASTWRITE set: no write hits */
 
 /* Go exports wrapped (main.go). */
 void iow_go_init(void);
