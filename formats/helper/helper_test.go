@@ -432,3 +432,16 @@ func TestConcurrentReads(t *testing.T) {
 		t.Errorf("out-of-range read: %v", err)
 	}
 }
+
+// TestServeExitsOnClose: a helper whose pool closed its end of the socket
+// exits 0 (a clean close is io.EOF, not an error).
+func TestServeExitsOnClose(t *testing.T) {
+	parent, child, err := socketpair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent.Close()
+	if rc := serve(child); rc != 0 {
+		t.Fatalf("serve after the pool closed its end: exit %d, want 0", rc)
+	}
+}

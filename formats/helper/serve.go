@@ -57,7 +57,7 @@ func serve(f *os.File) int {
 		var req request
 		fd, err := recv(s.conn, &req)
 		if err != nil {
-			if errors.Is(err, io.EOF) || err.Error() == "connection closed" {
+			if errors.Is(err, io.EOF) {
 				return 0
 			}
 			fmt.Fprintln(os.Stderr, "helper:", err)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"syscall"
@@ -96,7 +97,8 @@ func recv(c *net.UnixConn, v any) (*os.File, error) {
 		return nil, err
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("connection closed")
+		// A zero-length datagram: the peer closed its end.
+		return nil, io.EOF
 	}
 	f, ferr := takeFD(oob[:oobn])
 	if err := json.Unmarshal(buf[:n], v); err != nil {
