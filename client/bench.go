@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/iowarp/iowarp/internal/sys"
+	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/runtime/ipc"
 )
 
 // BenchResult is what Bench measures.
@@ -157,7 +159,7 @@ func rate(cs []*Client, d time.Duration) (float64, error) {
 }
 
 func pipelined(c *Client, d time.Duration) (float64, error) {
-	m, err := c.method("admin", "noop")
+	m, err := c.c.Resolve(runtime.AdminModule, "noop")
 	if err != nil {
 		return 0, err
 	}
@@ -165,9 +167,9 @@ func pipelined(c *Client, d time.Duration) (float64, error) {
 	n := 0
 	start := time.Now()
 	for time.Since(start) < d {
-		var calls [32]*ipcCall
+		var calls [32]*ipc.Call
 		for i := range calls {
-			if calls[i], err = ic.Start(m, span0, span0, span0); err != nil {
+			if calls[i], err = ic.Start(m, ipc.Span{}, ipc.Span{}, ipc.Span{}); err != nil {
 				return 0, err
 			}
 		}

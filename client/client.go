@@ -26,7 +26,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/iowarp/iowarp/runtime"
@@ -114,9 +113,6 @@ func (o Options) SocketPath() string {
 // Client is a connection to the daemon.
 type Client struct {
 	c *ipc.Client
-
-	mu      sync.Mutex
-	methods map[string]ipc.Method
 }
 
 // Connect connects to the daemon.
@@ -126,7 +122,7 @@ func Connect(o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{c: c, methods: map[string]ipc.Method{}}, nil
+	return &Client{c: c}, nil
 }
 
 // Close hangs up; the daemon closes this client's bucket handles.
@@ -134,25 +130,6 @@ func (c *Client) Close() error { return c.c.Close() }
 
 // IPC is the underlying transport (for benchmarks and tests).
 func (c *Client) IPC() *ipc.Client { return c.c }
-
-// method resolves and caches module.method.
-func (c *Client) method(module, method string) (ipc.Method, error) {
-	key := module + "." + method
-	c.mu.Lock()
-	m, ok := c.methods[key]
-	c.mu.Unlock()
-	if ok {
-		return m, nil
-	}
-	m, err := c.c.Resolve(module, method)
-	if err != nil {
-		return m, err
-	}
-	c.mu.Lock()
-	c.methods[key] = m
-	c.mu.Unlock()
-	return m, nil
-}
 
 // Buffer is memory in the shared segment (see Alloc).
 type Buffer = ipc.Buffer
@@ -174,14 +151,10 @@ type call struct {
 
 // newCall lays out args, a copy of in, and outLen bytes of output.
 func (c *Client) newCall(module, method string, args []byte, in []byte, outLen int) (*call, error) {
-	m, err := c.method(module, method)
+	m, err := c.c.Resolve(module, method)
 	if err != nil {
 		return nil, err
 	}
-	return c.newCallM(m, args, in, outLen)
-}
-
-func (c *Client) newCallM(m ipc.Method, args []byte, in []byte, outLen int) (*call, error) {
 	a := align(len(args))
 	i := align(len(in))
 	total := a + i + outLen
@@ -295,7 +268,3 @@ func (c *Client) DeleteBucket(name string) error {
 	_, _, err := c.Call(cte.Name, cte.MDeleteBucket, runtime.NewArgWriter(nil).String(name).Bytes(), nil, 4096)
 	return err
 }
-
-type ipcCall = ipc.Call
-
-var span0 = ipc.Span{}
