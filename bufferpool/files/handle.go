@@ -73,7 +73,7 @@ func (fs *FS) openBacking(r string, flags int, mode uint32, c Cred) (fd int, wri
 
 // ownFd gives a new file its caller's owner and exact mode.
 func (fs *FS) ownFd(fd int, mode uint32, r string, c Cred) error {
-	c, _ = fs.inherit(r, c)
+	c, mode = fs.inherit(r, c, mode, false)
 	if fs.isRoot {
 		if err := unix.Fchown(fd, int(c.Uid), int(c.Gid)); err != nil {
 			return fmt.Errorf("chown new file: %w", err)

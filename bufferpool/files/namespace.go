@@ -99,25 +99,20 @@ func (fs *FS) Mkdir(p string, mode uint32, c Cred) error {
 	if err := unix.Mkdirat(fs.rootFd, r, mode&0o7777); err != nil {
 		return pathErr("mkdir", p, err)
 	}
-	return fs.own(r, mode&0o7777, c, true)
+	c, mode = fs.inherit(r, c, mode&0o7777, true)
+	return fs.own(r, c, mode, true)
 }
 
-// own gives a new entry its caller's owner and the exact mode (the
-// daemon's umask must not apply: the kernel already applied the caller's).
-// In a set-group-ID directory the entry takes the directory's group, and a
-// new directory keeps the set-group-ID bit, as on any Linux file system.
-func (fs *FS) own(r string, mode uint32, c Cred, chmod bool) error {
-	c, sgid := fs.inherit(r, c)
+// own gives a new entry at r its owner c and, with chmod, exactly mode:
+// the daemon's umask must not apply (the kernel already applied the
+// caller's). Callers take c and mode from inherit.
+func (fs *FS) own(r string, c Cred, mode uint32, chmod bool) error {
 	if fs.isRoot {
 		if err := unix.Fchownat(fs.rootFd, r, int(c.Uid), int(c.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return pathErr("chown", r, err)
 		}
 	}
 	if chmod {
-		var st unix.Stat_t
-		if sgid && unix.Fstatat(fs.rootFd, r, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			mode |= unix.S_ISGID
-		}
 		if err := unix.Fchmodat(fs.rootFd, r, mode, 0); err != nil {
 			return pathErr("chmod", r, err)
 		}
@@ -125,15 +120,19 @@ func (fs *FS) own(r string, mode uint32, c Cred, chmod bool) error {
 	return nil
 }
 
-// inherit returns the owner of a new entry at r: the caller, with the
-// parent's group if the parent directory is set-group-ID (reported).
-func (fs *FS) inherit(r string, c Cred) (Cred, bool) {
+// inherit returns the owner and mode of a new entry at r: the caller and
+// the mode asked for, except that in a set-group-ID directory the entry
+// takes the directory's group and a new directory keeps the bit, as on any
+// Linux file system.
+func (fs *FS) inherit(r string, c Cred, mode uint32, dir bool) (Cred, uint32) {
 	var st unix.Stat_t
 	if unix.Fstatat(fs.rootFd, parentOf(r), &st, 0) == nil && st.Mode&unix.S_ISGID != 0 {
 		c.Gid = st.Gid
-		return c, true
+		if dir {
+			mode |= unix.S_ISGID
+		}
 	}
-	return c, false
+	return c, mode
 }
 
 // Rmdir removes an empty directory.
@@ -188,7 +187,8 @@ func (fs *FS) Symlink(target, p string, c Cred) error {
 	if err := unix.Symlinkat(target, fs.rootFd, r); err != nil {
 		return pathErr("symlink", p, err)
 	}
-	return fs.own(r, 0, c, false)
+	c, _ = fs.inherit(r, c, 0, false)
+	return fs.own(r, c, 0, false)
 }
 
 // Readlink returns a symbolic link's target.
@@ -237,7 +237,8 @@ func (fs *FS) Mknod(p string, mode uint32, dev uint32, c Cred) error {
 	if err := unix.Mknodat(fs.rootFd, r, mode, int(dev)); err != nil {
 		return pathErr("mknod", p, err)
 	}
-	return fs.own(r, mode&0o7777, c, true)
+	c, mode = fs.inherit(r, c, mode&0o7777, false)
+	return fs.own(r, c, mode, true)
 }
 
 // Rename is renameat2(2); flags may hold RENAME_NOREPLACE / RENAME_EXCHANGE.
