@@ -22,6 +22,16 @@ func rel(p string) (string, error) {
 	return p, nil
 }
 
+// rel2 is rel of both paths of a link or rename.
+func rel2(a, b string) (string, string, error) {
+	ra, err := rel(a)
+	if err != nil {
+		return "", "", err
+	}
+	rb, err := rel(b)
+	return ra, rb, err
+}
+
 // parentOf returns the parent directory of a validated path.
 func parentOf(p string) string {
 	d := path.Dir(p)
@@ -207,11 +217,7 @@ func (fs *FS) Readlink(p string) (string, error) {
 
 // Link makes a hard link; both names share one file object (by inode).
 func (fs *FS) Link(oldPath, newPath string) error {
-	ro, err := rel(oldPath)
-	if err != nil {
-		return err
-	}
-	rn, err := rel(newPath)
+	ro, rn, err := rel2(oldPath, newPath)
 	if err != nil {
 		return err
 	}
@@ -243,11 +249,7 @@ func (fs *FS) Mknod(p string, mode uint32, dev uint32, c Cred) error {
 
 // Rename is renameat2(2); flags may hold RENAME_NOREPLACE / RENAME_EXCHANGE.
 func (fs *FS) Rename(oldPath, newPath string, flags uint32) error {
-	ro, err := rel(oldPath)
-	if err != nil {
-		return err
-	}
-	rn, err := rel(newPath)
+	ro, rn, err := rel2(oldPath, newPath)
 	if err != nil {
 		return err
 	}
