@@ -138,7 +138,7 @@ func TestMappedPath(t *testing.T) {
 	if s.m.mem != nil || len(s.m.pages.leaves) != 0 {
 		t.Fatal("truncation to 0 kept a mapping or page bits")
 	}
-	if err := s.WriteAt(a, 0); err != nil { // limit 0: only up to the last non-zero byte
+	if err := s.WriteAt(a, 0); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(readBack(t, s, 0, mib), a) {
@@ -217,7 +217,6 @@ func TestSegmentModel(t *testing.T) {
 					if err := s.SetSize(size); err != nil {
 						t.Fatal(err)
 					}
-					s.SetLimit(-1)
 					if size < int64(len(model)) {
 						model = model[:size]
 					} else {

@@ -21,11 +21,6 @@ type Segment struct {
 	// size is the physical file size as this Segment left it; bytes past
 	// it read as zero.
 	size int64
-	// limit is the logical size set by SetSize, or -1. Writes past it
-	// store only up to their last non-zero byte, so a reader of the raw
-	// fd (kernel passthrough) sees EOF at the logical size as long as
-	// the bytes past it are zero, which they are for a file's last page.
-	limit int64
 
 	// m is the RAM tier's mapping of the memfd (see mmap_linux.go); nil
 	// for the file tier.
@@ -37,7 +32,7 @@ func newMemfdSegment(name string) (*Segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Segment{f: f, fd: int(f.Fd()), limit: -1, m: new(mapping)}, nil
+	return &Segment{f: f, fd: int(f.Fd()), m: new(mapping)}, nil
 }
 
 func newFileSegment(dir, label string) (*Segment, error) {
@@ -45,7 +40,7 @@ func newFileSegment(dir, label string) (*Segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
-	return &Segment{f: f, fd: int(f.Fd()), path: f.Name(), limit: -1}, nil
+	return &Segment{f: f, fd: int(f.Fd()), path: f.Name()}, nil
 }
 
 // Fd is the segment's file descriptor, owned by the Segment.
@@ -77,14 +72,6 @@ func (s *Segment) ReadAt(p []byte, off int64) error {
 // WriteAt writes p at off.
 func (s *Segment) WriteAt(p []byte, off int64) error {
 	end := off + int64(len(p))
-	if s.limit >= 0 && end > s.limit && end > s.size {
-		// Do not grow the file past its logical size for zero bytes.
-		keep := max(s.limit, s.size, off)
-		tail := p[keep-off:]
-		nz := lastNonZero(tail)
-		p = p[:keep-off+int64(nz+1)]
-		end = off + int64(len(p))
-	}
 	if len(p) == 0 {
 		return nil
 	}
@@ -100,16 +87,6 @@ func (s *Segment) WriteAt(p []byte, off int64) error {
 		s.m.growLocked(s.fd, s.size)
 	}
 	return nil
-}
-
-// lastNonZero returns the index of the last non-zero byte of p, or -1.
-func lastNonZero(p []byte) int {
-	for i := len(p) - 1; i >= 0; i-- {
-		if p[i] != 0 {
-			return i
-		}
-	}
-	return -1
 }
 
 var zeros [64 << 10]byte
@@ -152,7 +129,7 @@ func (s *Segment) SealShrink() (bool, error) {
 	return true, nil
 }
 
-// SetSize sets the file size and the logical size (see WriteAt).
+// SetSize sets the file size.
 func (s *Segment) SetSize(size int64) error {
 	if size < 0 {
 		return fmt.Errorf("segment size %d: %w", size, ErrInvalid)
@@ -167,15 +144,14 @@ func (s *Segment) SetSize(size int64) error {
 		return fmt.Errorf("truncate segment: %w", err)
 	}
 	s.size = size
-	s.limit = size
 	if s.m != nil {
 		s.m.growLocked(s.fd, size)
 	}
 	return nil
 }
 
-// Grow extends the file to at least size bytes (sparse), leaving the
-// logical size alone: a mapping of the segment then covers [0, size).
+// Grow extends the file to at least size bytes (sparse): a mapping of
+// the segment then covers [0, size).
 func (s *Segment) Grow(size int64) error {
 	if size <= s.size {
 		return nil
@@ -189,9 +165,6 @@ func (s *Segment) Grow(size int64) error {
 	}
 	return nil
 }
-
-// SetLimit sets the logical size without changing the file (-1: none).
-func (s *Segment) SetLimit(limit int64) { s.limit = limit }
 
 // Close unmaps and closes the fd, and removes the file of a file-tier
 // segment.

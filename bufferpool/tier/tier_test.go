@@ -66,39 +66,6 @@ func TestSegment(t *testing.T) {
 	}
 }
 
-func TestSegmentLimit(t *testing.T) {
-	for name, d := range devices(t) {
-		t.Run(name, func(t *testing.T) {
-			s, err := d.NewSegment("x")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			s.SetSize(100)
-			page := make([]byte, 4096)
-			copy(page, "abc")
-			if err := s.WriteAt(page, 0); err != nil { // zero tail past the limit
-				t.Fatal(err)
-			}
-			if fsize(t, s) != 100 {
-				t.Fatalf("file size %d, want 100", fsize(t, s))
-			}
-			page[200] = 1 // non-zero past the limit: grows to keep it
-			s.WriteAt(page, 0)
-			if fsize(t, s) != 201 {
-				t.Fatalf("file size %d, want 201", fsize(t, s))
-			}
-			clear(page[150:]) // rewriting zeros past size after a grow must store them
-			s.WriteAt(page, 0)
-			buf := make([]byte, 1)
-			s.ReadAt(buf, 200)
-			if buf[0] != 0 {
-				t.Fatal("stale byte past the limit")
-			}
-		})
-	}
-}
-
 func fsize(t *testing.T, s *Segment) int64 {
 	var st os.FileInfo
 	st, err := s.f.Stat()
