@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+
+	"github.com/iowarp/iowarp/runtime"
 )
 
 // shimLib is the LD_PRELOAD library's file name.
@@ -92,14 +93,9 @@ func findShim(lib string) (string, error) {
 
 // iowarpMounted reports whether an iowarp FUSE mount is visible here.
 func iowarpMounted() bool {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if _, rest, ok := strings.Cut(sc.Text(), " - "); ok && strings.HasPrefix(rest, "fuse.iowarp ") {
+	mounts, _ := runtime.Mounts()
+	for _, m := range mounts {
+		if m.FSType == "fuse.iowarp" {
 			return true
 		}
 	}
