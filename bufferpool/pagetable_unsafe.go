@@ -76,11 +76,13 @@ const (
 	ptBitmap   = ptMaxPages / 8
 	ptSize     = ptHeader + 2*ptBitmap
 
-	ptOffSeq     = 8
-	ptOffSize    = 16
-	ptOffFlags   = 40
-	ptOffWriters = 64
-	ptOffHint    = 72
+	ptOffSeq      = 8
+	ptOffSize     = 16
+	ptOffPageSize = 24
+	ptOffNbits    = 32
+	ptOffFlags    = 40
+	ptOffWriters  = 64
+	ptOffHint     = 72
 
 	ptWritable = 1 << 0
 	ptPoisoned = 1 << 1
@@ -151,11 +153,13 @@ type pageTable struct {
 
 func (pt *pageTable) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&pt.mem[off])) }
 func (pt *pageTable) flags() *uint32       { return (*uint32)(unsafe.Pointer(&pt.mem[ptOffFlags])) }
+func (pt *pageTable) writers() *int64      { return (*int64)(unsafe.Pointer(&pt.mem[ptOffWriters])) }
+func (pt *pageTable) size() *int64         { return (*int64)(unsafe.Pointer(&pt.mem[ptOffSize])) }
 
 // writersOut reports whether no shim writer is inside a page (seq is odd,
 // so none can enter). A poisoned table is never waited for.
 func (pt *pageTable) writersOut() bool {
-	w := atomic.LoadInt64((*int64)(unsafe.Pointer(pt.word(ptOffWriters))))
+	w := atomic.LoadInt64(pt.writers())
 	poisoned := atomic.LoadUint32(pt.flags())&ptPoisoned != 0
 	if w == 0 {
 		if poisoned {
@@ -192,13 +196,13 @@ func (pt *pageTable) waitWriters() {
 	atomic.OrUint32(pt.flags(), ptPoisoned)
 	log.Printf("bufferpool: bucket %s: a shim writer stayed inside a page for over %v (writers=%d); "+
 		"shim writes to this file go to the kernel path until it leaves",
-		pt.name, ptWaitBound, atomic.LoadInt64((*int64)(unsafe.Pointer(pt.word(ptOffWriters)))))
+		pt.name, ptWaitBound, atomic.LoadInt64(pt.writers()))
 }
 
 // setLocked records whether page i is resident in the first tier (a page
 // leaving it drops its shared dirty bit too: it was harvested).
 func (pt *pageTable) setLocked(i int64, resident bool) {
-	if pt == nil || i < 0 || i >= ptMaxPages {
+	if i < 0 || i >= ptMaxPages {
 		return
 	}
 	w, bit := i/64, uint64(1)<<(uint(i)%64)
@@ -340,7 +344,7 @@ func (b *Bucket) ResetShimWriters() {
 		return
 	}
 	if atomic.LoadUint32(pt.flags())&ptPoisoned != 0 {
-		atomic.StoreInt64((*int64)(unsafe.Pointer(pt.word(ptOffWriters))), 0)
+		atomic.StoreInt64(pt.writers(), 0)
 	}
 	atomic.AndUint32(pt.flags(), ^uint32(ptPoisoned|ptWritable))
 }
@@ -378,8 +382,8 @@ func (b *Bucket) newPageTableLocked() (*pageTable, error) {
 		dirty: unsafe.Slice((*uint64)(unsafe.Pointer(&mem[ptHeader+ptBitmap])), ptMaxPages/64)}
 	*(*uint32)(unsafe.Pointer(&mem[0])) = ptMagic
 	*(*uint32)(unsafe.Pointer(&mem[4])) = ptVersion
-	*pt.word(24) = uint64(b.pageSize)
-	*pt.word(32) = ptMaxPages
+	*pt.word(ptOffPageSize) = uint64(b.pageSize)
+	*pt.word(ptOffNbits) = ptMaxPages
 	*pt.word(ptOffSeq) = 1 // odd: we hold the lock; Unlock makes it even
 	for i, bl := range b.pages {
 		if bl.tier == 0 && i < ptMaxPages && b.coverLocked(pt, (i+1)*b.pageSize) == nil {
@@ -395,7 +399,7 @@ func (b *Bucket) newPageTableLocked() (*pageTable, error) {
 func (b *Bucket) SetSharedSize(size int64) {
 	b.mu.RLock()
 	if pt := b.pt; pt != nil {
-		atomic.StoreInt64((*int64)(unsafe.Pointer(pt.word(ptOffSize))), size)
+		atomic.StoreInt64(pt.size(), size)
 	}
 	b.mu.RUnlock()
 }
@@ -405,7 +409,7 @@ func (b *Bucket) SetSharedSize(size int64) {
 // end between the truncation and the owner's SetSharedSize.
 func (b *Bucket) shrinkSharedSizeLocked(size int64) {
 	if pt := b.pt; pt != nil {
-		p := (*int64)(unsafe.Pointer(pt.word(ptOffSize)))
+		p := pt.size()
 		if atomic.LoadInt64(p) > size {
 			atomic.StoreInt64(p, size)
 		}
