@@ -53,20 +53,11 @@ func (a *admin) Methods() []string         { return a.Names() }
 func (a *admin) Shutdown() error           { return nil }
 func (a *admin) Initialize(env *Env) error { a.rt = env.Runtime; return nil }
 
-// admin returns the admin module, or a detached one before Initialize.
-func (r *Runtime) admin() *admin {
-	if mods := r.Modules(); len(mods) > AdminID {
-		if a, ok := mods[AdminID].(*admin); ok {
-			return a
-		}
-	}
-	return newAdmin()
-}
-
 // AddStatus adds a section to admin.status: f is called for each status
-// request and its value marshalled as JSON under name.
+// request and its value marshalled as JSON under name. It may be called
+// before Initialize.
 func (r *Runtime) AddStatus(name string, f func() any) {
-	a := r.admin()
+	a := r.adm
 	a.mu.Lock()
 	a.status[name] = f
 	a.mu.Unlock()
@@ -75,7 +66,7 @@ func (r *Runtime) AddStatus(name string, f func() any) {
 // SetStopHook sets what admin.stop does (the daemon: begin its orderly
 // shutdown). Without one, admin.stop fails with ErrInvalid.
 func (r *Runtime) SetStopHook(f func()) {
-	a := r.admin()
+	a := r.adm
 	a.mu.Lock()
 	a.stop = f
 	a.mu.Unlock()

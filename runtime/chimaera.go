@@ -27,6 +27,7 @@ import (
 type Runtime struct {
 	cfg *Config
 	log logrus.FieldLogger
+	adm *admin // registered by Initialize as module AdminID
 
 	regMu sync.Mutex               // serialises Register
 	reg   atomic.Pointer[registry] // copy-on-write
@@ -83,7 +84,7 @@ func New(opts Options) *Runtime {
 	if opts.Log == nil {
 		opts.Log = logrus.StandardLogger()
 	}
-	r := &Runtime{log: opts.Log, queue: make(chan *entry, opts.Queue), tasks: map[TaskID]*entry{}}
+	r := &Runtime{log: opts.Log, adm: newAdmin(), queue: make(chan *entry, opts.Queue), tasks: map[TaskID]*entry{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.reg.Store(&registry{})
 	for range opts.Workers {
@@ -98,7 +99,7 @@ func New(opts Options) *Runtime {
 // (cte, fs) are registered by the daemon, which owns what they serve.
 func (r *Runtime) Initialize(cfg *Config) error {
 	r.cfg = cfg
-	if err := r.Register(newAdmin()); err != nil {
+	if err := r.Register(r.adm); err != nil {
 		return err
 	}
 	if cfg == nil {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"sync/atomic"
@@ -148,4 +149,29 @@ func FuzzArgReader(f *testing.F) {
 			t.Fatalf("string %d / blob %d bytes from %d", len(s), len(blob), len(b))
 		}
 	})
+}
+
+// A status section added before Initialize is served by admin.status (it
+// used to go to a detached admin module and be lost).
+func TestAddStatusBeforeInitialize(t *testing.T) {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	rt := New(Options{Workers: 1, Log: l})
+	defer rt.Shutdown()
+	rt.AddStatus("early", func() any { return 42 })
+	if err := rt.Initialize(nil); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, 4096)
+	res := rt.Exec(context.Background(), &Task{Module: AdminModule, Method: "status", Out: out})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	var st Status
+	if err := json.Unmarshal(out[:res.N], &st); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := st.Extra["early"]; !ok || v != float64(42) {
+		t.Fatalf("extra %v", st.Extra)
+	}
 }
