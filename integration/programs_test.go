@@ -167,7 +167,7 @@ print(hashlib.sha256(data + b"tail").hexdigest())
 		for _, rw := range []string{"randwrite", "write", "randrw"} {
 			out, err := exec.Command("fio", "--name=v-"+rw, "--directory="+dir, "--ioengine=psync",
 				"--rw="+rw, "--bs=4k", "--size=32M", "--verify=crc32c", "--do_verify=1",
-				"--verify_fatal=1", "--numjobs=2", "--output-format=json").CombinedOutput()
+				"--verify_fatal=1", "--verify_state_save=0", "--numjobs=2", "--output-format=json").CombinedOutput()
 			if err != nil {
 				t.Fatalf("fio %s: %v\n%s", rw, err, out)
 			}
