@@ -52,13 +52,19 @@ func (om *omniMount) logLines(substr string) int {
 	return n
 }
 
-// omniPython returns a python3 with h5py, netCDF4, numpy and xarray, or
-// skips t.
+// omniPython returns a python3 with h5py, netCDF4, numpy and xarray. It
+// skips t when none is installed, and fails t when one is but its
+// imports fail other than by a missing module (a broken install).
 func omniPython(t *testing.T) string {
 	t.Helper()
 	for _, p := range []string{"/usr/bin/python3", "python3"} {
-		if exec.Command(p, "-c", "import h5py, netCDF4, numpy, xarray").Run() == nil {
+		out, err := exec.Command(p, "-c", "import h5py, netCDF4, numpy, xarray").CombinedOutput()
+		var exit *exec.ExitError
+		switch {
+		case err == nil:
 			return p
+		case errors.As(err, &exit) && !strings.Contains(string(out), "ModuleNotFoundError"):
+			t.Fatalf("%s: %v\n%s", p, err, out)
 		}
 	}
 	t.Skip("python3 with h5py, netCDF4, numpy, xarray not found (make deps)")
