@@ -226,6 +226,16 @@ func (p *plan) block(j int64) (omni.Hyperslab, int64, int64) {
 	return h, l*p.lineBytes + first*p.row, h.Count[k] * p.row
 }
 
+// blockLen is the length of block j (block's third result, without
+// building its hyperslab: readAt asks it for every block it crosses).
+func (p *plan) blockLen(j int64) int64 {
+	if p.axis < 0 {
+		return p.row
+	}
+	first := j % p.runsPerLine * p.run
+	return min(p.run, p.shape[p.axis]-first) * p.row
+}
+
 // blockAt returns the block holding raw offset off and the offset in it.
 func (p *plan) blockAt(off int64) (j, in int64) {
 	if p.axis < 0 {
@@ -259,8 +269,7 @@ func (p *plan) readAt(ctx context.Context, dst []byte, off int64, c *cursor) (in
 	n := 0
 	for n < len(dst) {
 		j, in := p.blockAt(off + int64(n))
-		_, _, blen := p.block(j)
-		m := int(min(int64(len(dst)-n), blen-in))
+		m := int(min(int64(len(dst)-n), p.blockLen(j)-in))
 		if err := p.readBlock(ctx, j, in, dst[n:n+m], c); err != nil {
 			return n, err
 		}
