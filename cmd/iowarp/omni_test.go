@@ -19,14 +19,18 @@ import (
 func omniFixtures(t *testing.T) string {
 	t.Helper()
 	py := "/usr/bin/python3"
-	if exec.Command(py, "-c", "import h5py, netCDF4").Run() != nil {
-		t.Skip("python3 with h5py and netCDF4 missing (make deps)")
+	if out, err := exec.Command(py, "-c", "import h5py, netCDF4").CombinedOutput(); err != nil {
+		// Absent is a skip; installed but broken is a failure, not a pass.
+		if _, statErr := os.Stat(py); statErr != nil || strings.Contains(string(out), "ModuleNotFoundError") {
+			t.Skip("python3 with h5py and netCDF4 missing (make deps)")
+		}
+		t.Fatalf("import h5py, netCDF4: %v\n%s", err, out)
 	}
 	_, self, _, _ := runtime.Caller(0)
 	dir := t.TempDir()
 	script := filepath.Join(filepath.Dir(self), "..", "..", "formats", "testdata", "fixtures.py")
 	if out, err := exec.Command(py, script, dir).CombinedOutput(); err != nil {
-		t.Skipf("fixtures: %v\n%s", err, out)
+		t.Fatalf("fixtures: %v\n%s", err, out)
 	}
 	return dir
 }

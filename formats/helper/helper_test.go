@@ -260,8 +260,11 @@ func TestSchema(t *testing.T) {
 // TestCoordinateSelection compares coordinate filters with xarray .sel.
 func TestCoordinateSelection(t *testing.T) {
 	dir := fixture.Dir(t)
-	if exec.Command(fixture.Python(t), "-c", "import xarray").Run() != nil {
-		t.Skip("python3-xarray missing")
+	if out, err := exec.Command(fixture.Python(t), "-c", "import xarray").CombinedOutput(); err != nil {
+		if strings.Contains(string(out), "ModuleNotFoundError") {
+			t.Skip("python3-xarray missing (make deps)")
+		}
+		t.Fatalf("import xarray: %v\n%s", err, out)
 	}
 	p := newPool(t, 20*time.Second)
 	ctx := context.Background()
