@@ -29,6 +29,8 @@ func serveNoMount(cfg *runtime.Config, ready *os.File) error {
 	if err != nil {
 		return fmt.Errorf("buffer pool: %w", err)
 	}
+	mem := watchPressure(pool)
+	defer mem.Close()
 	info := Info{Pid: os.Getpid(), Version: version, Config: cfg.File, Started: time.Now()}
 	ctl, err := control.Listen(control.SocketPath(cfg.ControlDir, ""), map[string]control.Handler{
 		"stats": func() (any, error) { return files.Stats{Pool: pool.Stats()}, nil },
@@ -49,5 +51,6 @@ func serveNoMount(cfg *runtime.Config, ready *os.File) error {
 		os.Chdir("/")
 	}
 	logrus.Infof("%v: stopping", <-sigs.stop)
+	mem.Close()
 	return errors.Join(ipcd.Close(), pool.Close(), ctl.Close())
 }

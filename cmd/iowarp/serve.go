@@ -42,6 +42,7 @@ type daemon struct {
 	srv  *fusefs.Server
 	ipc  *ipcDaemon   // runtime and client ipc (ipcserve.go)
 	fmts *helper.Pool // format helpers of the /.omni views
+	mem  *runtime.PressureWatcher
 }
 
 // serve checks, mounts, reports readiness on ready (if not nil), serves
@@ -125,6 +126,7 @@ func (d *daemon) open() error {
 	if d.pool, err = bufferpool.New(cfg.PoolConfig()); err != nil {
 		return fmt.Errorf("buffer pool: %w", err)
 	}
+	d.mem = watchPressure(d.pool)
 	if d.fsys, err = files.New(d.pool, cfg.FilesOptions()); err != nil {
 		return fmt.Errorf("file system over %s: %w", backingName(cfg), err)
 	}
@@ -264,6 +266,9 @@ func (d *daemon) close() error {
 	}
 	if d.srv != nil {
 		note("unmount "+d.cfg.Mount, d.srv.Unmount())
+	}
+	if d.mem != nil {
+		d.mem.Close()
 	}
 	note("stop ipc", d.ipc.Close())
 	if d.fmts != nil {
