@@ -37,7 +37,8 @@ func newMountCmd(lf *logFlags) *cobra.Command {
 
 The command serves the mount in the foreground. SIGTERM, SIGINT (Ctrl-C) or an
 external 'umount DIR' drain every dirty page to the backing directory, unmount
-and exit 0. With --daemon it detaches and returns once the mount is ready.`,
+and exit 0. SIGHUP reopens the --log-file (logrotate) and does nothing else.
+With --daemon it detaches and returns once the mount is ready.`,
 		Example: `  iowarp mount /iowarp
   iowarp mount /iowarp --backing /lustre/$USER --ram 8GiB --nvme /local/nvme:200GiB
   iowarp mount /scratch/job --mode scratch --daemon`,
