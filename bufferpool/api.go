@@ -106,6 +106,9 @@ type TierStats struct {
 	Demoted   uint64 `json:"demoted"`
 	Evicted   uint64 `json:"evicted"`
 	HighWater int64  `json:"high_watermark_bytes"`
+	// Ceiling > 0: memory pressure holds the tier below this many bytes
+	// (Pool.Shed) until it passes (Pool.Unshed).
+	Ceiling int64 `json:"pressure_ceiling_bytes,omitempty"`
 }
 
 // Stats is a snapshot of the pool.

@@ -61,24 +61,24 @@ func (p *Pool) foldScores(now int64) [][]victim {
 // evictColdest drops clean blobs of the last tier, coldest first, until
 // it is below its low watermark.
 func (p *Pool) evictColdest(cands []victim, t int) {
-	p.coldestFirst(cands, t, func(b *Bucket, bl *blob, t int) { b.evictOneLocked(bl, t) })
+	p.coldestFirst(cands, t, p.tiers[t].low, func(b *Bucket, bl *blob, t int) { b.evictOneLocked(bl, t) })
 }
 
 // demote moves the coldest blobs of tier t to slower tiers until t is
 // below its low watermark. A clean blob no slower tier has room for is
 // evicted instead; a dirty one stays.
 func (p *Pool) demote(cands []victim, t int) {
-	p.coldestFirst(cands, t, (*Bucket).demoteLocked)
+	p.coldestFirst(cands, t, p.tiers[t].low, (*Bucket).demoteLocked)
 }
 
 // coldestFirst calls moveLocked, with the blob's bucket locked, on the
-// unpinned blobs of cands (blobs of tier t), coldest first, until t is
-// below its low watermark.
-func (p *Pool) coldestFirst(cands []victim, t int, moveLocked func(b *Bucket, bl *blob, t int)) {
+// unpinned blobs of cands (blobs of tier t), coldest first, until t holds
+// at most until bytes.
+func (p *Pool) coldestFirst(cands []victim, t int, until int64, moveLocked func(b *Bucket, bl *blob, t int)) {
 	ts := p.tiers[t]
 	slices.SortFunc(cands, byColdness)
 	for _, c := range cands {
-		if ts.used.Load() <= ts.low {
+		if ts.used.Load() <= until {
 			return
 		}
 		if c.b.pinned() {

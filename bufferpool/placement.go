@@ -33,12 +33,13 @@ func (p *Pool) placeLocked(b *Bucket, alloc int64) (int, error) {
 		pinned := round >= placeRounds/2
 		for t := n - 1; t >= 0; t-- {
 			ts := p.tiers[t]
-			if alloc > ts.capacity {
+			limit := ts.limit()
+			if alloc > limit {
 				continue
 			}
-			need := alloc - (ts.capacity - ts.used.Load())
+			need := alloc - (limit - ts.used.Load())
 			if need > 0 {
-				batch := max(need, ts.capacity/32)
+				batch := max(need, limit/32)
 				p.evictLocked(b, t, batch, pinned)
 			}
 			if ts.reserve(alloc) {

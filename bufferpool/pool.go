@@ -259,12 +259,15 @@ type tierState struct {
 	capacity  int64
 	high, low int64 // watermarks in bytes
 
-	used   atomic.Int64 // bytes reserved by blobs
-	blobs  atomic.Int64
-	dirty  atomic.Int64 // bytes of dirty blobs
-	promo  atomic.Uint64
-	demo   atomic.Uint64
-	evicts atomic.Uint64
+	used atomic.Int64 // bytes reserved by blobs
+	// ceiling, when above 0, holds used below capacity: Shed sets it
+	// under memory pressure, Unshed clears it.
+	ceiling atomic.Int64
+	blobs   atomic.Int64
+	dirty   atomic.Int64 // bytes of dirty blobs
+	promo   atomic.Uint64
+	demo    atomic.Uint64
+	evicts  atomic.Uint64
 }
 
 func newTierState(idx int, tc TierConfig) (*tierState, error) {
@@ -295,11 +298,21 @@ func newTierState(idx int, tc TierConfig) (*tierState, error) {
 	}, nil
 }
 
-// reserve takes n bytes of capacity if they are free.
+// limit is the capacity new reservations may fill: the capacity, or the
+// memory-pressure ceiling if one is set.
+func (t *tierState) limit() int64 {
+	if c := t.ceiling.Load(); c > 0 && c < t.capacity {
+		return c
+	}
+	return t.capacity
+}
+
+// reserve takes n bytes of capacity if they are free (below limit).
 func (t *tierState) reserve(n int64) bool {
+	limit := t.limit()
 	for {
 		u := t.used.Load()
-		if u+n > t.capacity {
+		if u+n > limit {
 			return false
 		}
 		if t.used.CompareAndSwap(u, u+n) {
@@ -315,6 +328,6 @@ func (t *tierState) stats() TierStats {
 		Name: t.cfg.Name, Kind: t.cfg.Kind, Capacity: t.capacity,
 		Used: t.used.Load(), Blobs: t.blobs.Load(), Dirty: t.dirty.Load(),
 		Promoted: t.promo.Load(), Demoted: t.demo.Load(), Evicted: t.evicts.Load(),
-		HighWater: t.high,
+		HighWater: t.high, Ceiling: t.ceiling.Load(),
 	}
 }

@@ -22,6 +22,8 @@ func TestBadInput(t *testing.T) {
 	os.WriteFile(bad, []byte("mode: writeback\ntiers:\n  - name: ram\n    kind: ram\n    capacity: 12XB\n"), 0o644)
 	typo := filepath.Join(dir, "typo.yaml")
 	os.WriteFile(typo, []byte("backing: /tmp\nflush_on_clsoe: true\n"), 0o644)
+	huge := filepath.Join(dir, "huge.yaml")
+	os.WriteFile(huge, []byte("tiers:\n  - name: ram\n    kind: ram\n    capacity: 100TiB\n"), 0o644)
 	broken := filepath.Join(dir, "broken.yaml")
 	os.WriteFile(broken, []byte("mode: writeback\n  tiers: [\n"), 0o644)
 
@@ -49,6 +51,10 @@ func TestBadInput(t *testing.T) {
 		{"missing backing", []string{"mount", mnt, "--backing", filepath.Join(dir, "nobacking")}, "backing directory " + filepath.Join(dir, "nobacking") + " does not exist"},
 		{"unwritable backing", []string{"mount", mnt, "--backing", ro}, "backing directory " + ro + " is not writable"},
 		{"bad --ram", []string{"mount", mnt, "--backing", backing, "--ram", "lots"}, `--ram: "lots" is not a size`},
+		{"--ram above the machine", []string{"mount", mnt, "--backing", backing, "--ram", "100TiB"},
+			"--ram: 100TiB is more than 80% of this machine's memory ("},
+		{"ram tier above the machine", []string{"mount", mnt, "--config", huge}, huge + ":4: tiers[0].capacity: 100TiB is more than 80%"},
+		{"config check of a huge ram tier", []string{"config", "check", huge}, huge + ":4: tiers[0].capacity: 100TiB is more than 80%"},
 		{"bad --nvme", []string{"mount", mnt, "--backing", backing, "--nvme", "/x"}, `--nvme: "/x" is not DIR:SIZE`},
 		{"bad --mode", []string{"mount", mnt, "--backing", backing, "--mode", "fast"}, `--mode: "fast" is not one of`},
 		{"backing inside mount", []string{"mount", mnt, "--backing", filepath.Join(mnt, "b")}, "must not contain each other"},

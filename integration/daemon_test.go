@@ -11,8 +11,9 @@ import (
 )
 
 // TestDaemon: `iowarp runtime start --config FILE --daemon` returns once the
-// mount is ready; `runtime status` finds it; `runtime stop` drains it,
-// unmounts and waits for the exit.
+// mount is ready; `runtime status` finds it; SIGHUP reopens its log file
+// and nothing else; `runtime stop` drains it, unmounts and waits for the
+// exit.
 func TestDaemon(t *testing.T) {
 	bin := iowarpBin(t)
 	base := t.TempDir()
@@ -54,6 +55,22 @@ func TestDaemon(t *testing.T) {
 	}
 	var pid int
 	fmt.Sscanf(out[strings.Index(out, "pid ")+4:], "%d", &pid)
+
+	// logrotate: rename, SIGHUP. The detached daemon logs to a new file
+	// (its stdout and stderr too) and keeps serving.
+	if err := os.Rename(logFile, logFile+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "new daemon log after SIGHUP", func() bool {
+		b, _ := os.ReadFile(logFile)
+		return strings.Contains(string(b), "reopened log "+logFile)
+	})
+	if !isMounted(mnt) || syscall.Kill(pid, 0) != nil {
+		t.Fatalf("after SIGHUP: mounted %v, daemon alive %v", isMounted(mnt), syscall.Kill(pid, 0) == nil)
+	}
 
 	out, code = run(bin, "runtime", "stop", mnt, "--control-dir", ctl, "--timeout", "2m")
 	if code != 0 {

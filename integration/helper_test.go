@@ -77,12 +77,14 @@ func iowarpBin(t *testing.T) string {
 
 // config describes the daemon a test starts.
 type config struct {
-	mode      string // "" = writeback
-	ram       string // "" = 256MiB
-	file      string // file tier capacity, "" = 1GiB, "none" = no file tier
-	bandwidth string // backing_bandwidth, "" = unlimited
-	extra     string // more YAML lines
-	backing   string // "" = a new temporary directory
+	mode      string   // "" = writeback
+	ram       string   // "" = 256MiB
+	file      string   // file tier capacity, "" = 1GiB, "none" = no file tier
+	bandwidth string   // backing_bandwidth, "" = unlimited
+	extra     string   // more YAML lines
+	backing   string   // "" = a new temporary directory
+	args      []string // more arguments of `iowarp mount`
+	output    *os.File // the daemon's stdout and stderr; nil = the log file
 }
 
 // mount is a running `iowarp mount` subprocess.
@@ -94,6 +96,8 @@ type mount struct {
 	ctl     string // control socket directory
 	cfgPath string
 	logPath string
+	args    []string
+	output  *os.File
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
@@ -107,7 +111,8 @@ func startMount(t *testing.T, c config) *mount {
 	bin := iowarpBin(t)
 	base := t.TempDir()
 	m := &mount{t: t, bin: bin, dir: filepath.Join(base, "mnt"), backing: c.backing,
-		cfgPath: filepath.Join(base, "config.yaml"), logPath: filepath.Join(base, "iowarp.log")}
+		cfgPath: filepath.Join(base, "config.yaml"), logPath: filepath.Join(base, "iowarp.log"),
+		args: c.args, output: c.output}
 	if m.backing == "" {
 		m.backing = filepath.Join(base, "backing")
 	}
@@ -163,8 +168,11 @@ func (m *mount) start() {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	m.cmd = exec.Command(m.bin, "mount", m.dir, "--config", m.cfgPath)
+	m.cmd = exec.Command(m.bin, append([]string{"mount", m.dir, "--config", m.cfgPath}, m.args...)...)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
+	if m.output != nil {
+		m.cmd.Stdout, m.cmd.Stderr = m.output, m.output
+	}
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package runtime
 import (
 	_ "embed"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -44,10 +45,14 @@ type Config struct {
 	Passthrough      bool
 	ControlDir       string   // "" = control.DefaultDir()
 	Modules          []string // module plugins (.so) loaded at start (config_modules.go)
+	OOMScoreAdj      int      // the daemon's oom_score_adj (-1000..1000)
 
 	// lines maps a key path ("tiers[1].capacity") to its line in File, so
 	// that Validate can point at the offending line.
 	lines map[string]int
+	// flags maps a key path to the command-line flag that set it, so
+	// that Validate names the flag.
+	flags map[string]string
 	// File is the config file the values came from ("" for the embedded
 	// default only).
 	File string
@@ -103,6 +108,7 @@ func Default() *Config {
 	}
 	c.File = ""
 	c.lines = map[string]int{}
+	c.flags = map[string]string{}
 	return c
 }
 
@@ -135,6 +141,7 @@ func parse(name string, data []byte, base *Config) (*Config, error) {
 	c := base.clone()
 	c.File = name
 	c.lines = map[string]int{}
+	c.flags = map[string]string{}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, yamlError(name, err)
@@ -162,9 +169,13 @@ func (c *Config) clone() *Config {
 	n := *c
 	n.Tiers = append([]Tier(nil), c.Tiers...)
 	n.Modules = append([]string(nil), c.Modules...)
-	n.lines = map[string]int{}
-	for k, v := range c.lines {
-		n.lines[k] = v
+	n.lines = maps.Clone(c.lines)
+	n.flags = maps.Clone(c.flags)
+	if n.lines == nil {
+		n.lines = map[string]int{}
+	}
+	if n.flags == nil {
+		n.flags = map[string]string{}
 	}
 	return &n
 }
@@ -178,11 +189,23 @@ func (c *Config) Overridden(key string) {
 	delete(c.lines, key)
 }
 
+// OverriddenBy records that key was set by the command-line flag flag:
+// errors about it name the flag instead of the key.
+func (c *Config) OverriddenBy(key, flag string) {
+	c.Overridden(key)
+	if c.flags == nil {
+		c.flags = map[string]string{}
+	}
+	c.flags[key] = flag
+}
+
 // errorf builds an Error about key, located at the line the key was read
 // from (if it came from the file).
 func (c *Config) errorf(key, format string, args ...any) error {
 	e := &Error{Key: key, Msg: fmt.Sprintf(format, args...)}
-	if line, ok := c.lines[key]; ok {
+	if flag, ok := c.flags[key]; ok {
+		e.Key = flag
+	} else if line, ok := c.lines[key]; ok {
 		e.File, e.Line = c.File, line
 	} else if c.File != "" {
 		// The default (or a flag) supplied the value; locate the error at
@@ -281,6 +304,39 @@ func (c *Config) validateTiers() error {
 			return c.errorf(key+".low_watermark", "%g must be below high_watermark %g",
 				t.LowWatermark, t.HighWatermark)
 		}
+	}
+	return c.validateRAM(hostMemory())
+}
+
+// validateRAM refuses RAM tiers that add up to more than RAMShare of the
+// memory the daemon may use (mem.Usable: MemTotal, or the cgroup's limit
+// if lower). The error is located at the ram tier that crosses the line.
+func (c *Config) validateRAM(mem HostMemory) error {
+	usable := mem.Usable()
+	if usable <= 0 {
+		return nil // unknown: nothing to check against
+	}
+	limit := int64(RAMShare * float64(usable))
+	var sum int64
+	var parts []string
+	for i, t := range c.Tiers {
+		if t.Kind != bufferpool.KindRAM {
+			continue
+		}
+		sum += t.Capacity
+		parts = append(parts, fmt.Sprintf("tiers[%d] %s", i, FormatSize(t.Capacity)))
+		if sum <= limit {
+			continue
+		}
+		what := FormatSize(t.Capacity)
+		if len(parts) > 1 {
+			what = fmt.Sprintf("the ram tiers add up to %s (%s), which", FormatSize(sum), strings.Join(parts, " + "))
+		}
+		return c.errorf(fmt.Sprintf("tiers[%d].capacity", i),
+			"%s is more than %g%% of %s: a RAM tier is memory the kernel cannot page out, and filling it "+
+				"would make the OOM killer take the daemon and every dirty byte; use at most %s of RAM "+
+				"(and a file tier for the rest)",
+			what, RAMShare*100, mem.describe(), FormatSize(limit))
 	}
 	return nil
 }

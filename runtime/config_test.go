@@ -35,6 +35,7 @@ func TestDefault(t *testing.T) {
 		{"log level", c.LogLevel, "info"},
 		{"flushers", c.Flushers, 4},
 		{"no_space_wait", c.NoSpaceWait, 30 * time.Second},
+		{"oom_score_adj", c.OOMScoreAdj, -900},
 	}
 	for _, ck := range checks {
 		if ck.got != ck.want {
@@ -172,7 +173,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad size", "tiers:\n  - name: ram\n    kind: ram\n    capacity: 64MiB\n  - name: nvme\n    kind: file\n    dir: /nvme\n    capacity: 12XB\n",
 			`c.yaml:8: tiers[1].capacity: "12XB" is not a size`},
 		{"unknown key", "mount: /x\nbakcing: /y\n",
-			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, flush_on_close, flushers, log_level, mode, modules, mount, no_space_wait, organizer, page_size, passthrough, placement, scratch_dir, tiers)`},
+			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, flush_on_close, flushers, log_level, mode, modules, mount, no_space_wait, oom_score_adj, organizer, page_size, passthrough, placement, scratch_dir, tiers)`},
 		{"unknown tier key", "tiers:\n  - name: r\n    kind: ram\n    size: 1G\n",
 			`c.yaml:4: tiers[0].size: unknown key (known: capacity, dir, high_watermark, kind, low_watermark, name)`},
 		{"unknown organizer key", "organizer:\n  every: 1s\n",
@@ -224,7 +225,9 @@ func TestParseErrors(t *testing.T) {
 		{"percent for file tier", "tiers:\n  - {name: n, kind: file, dir: /n, capacity: 10%}\n",
 			`c.yaml:2: tiers[0].capacity: a percentage is only allowed for a ram tier`},
 		{"bad percent", "tiers:\n  - {name: r, kind: ram, capacity: 95%}\n",
-			`c.yaml:2: tiers[0].capacity: "95%" is not a percentage of memory between 0 and 90`},
+			`c.yaml:2: tiers[0].capacity: "95%" is not a percentage of memory between 0 and 80`},
+		{"oom_score_adj range", "oom_score_adj: -2000\n",
+			`c.yaml:1: oom_score_adj: -2000 is not between -1000 and 1000`},
 		{"file tier without dir", "tiers:\n  - name: n\n    kind: file\n    capacity: 1G\n",
 			`c.yaml:2: tiers[0].dir: a file tier needs a directory`},
 		{"ram tier with dir", "tiers:\n  - name: r\n    kind: ram\n    dir: /x\n    capacity: 1G\n",

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
 	"gopkg.in/yaml.v3"
 
 	"github.com/iowarp/iowarp/bufferpool"
@@ -46,12 +45,13 @@ func (d *decoder) top(n *yaml.Node) error {
 		"tiers":             d.tiers,
 		"placement": d.enum(&c.Placement, bufferpool.PlaceMinimizeIOTime,
 			bufferpool.PlaceRoundRobin, bufferpool.PlaceRandom),
-		"organizer":   d.organizer,
-		"log_level":   d.logLevel(&c.LogLevel),
-		"allow_other": d.boolean(&c.AllowOther),
-		"passthrough": d.boolean(&c.Passthrough),
-		"control_dir": d.str(&c.ControlDir),
-		"modules":     d.modules,
+		"organizer":     d.organizer,
+		"log_level":     d.logLevel(&c.LogLevel),
+		"allow_other":   d.boolean(&c.AllowOther),
+		"passthrough":   d.boolean(&c.Passthrough),
+		"control_dir":   d.str(&c.ControlDir),
+		"modules":       d.modules,
+		"oom_score_adj": d.integer(&c.OOMScoreAdj, -1000, 1000),
 	})
 }
 
@@ -99,39 +99,17 @@ func (d *decoder) tiers(n *yaml.Node, key string) error {
 }
 
 // capacity reads a size, or for a ram tier also a percentage of the
-// machine's memory ("25%").
+// memory the daemon may use ("25%").
 func (d *decoder) capacity(n *yaml.Node, key, kind string) (int64, error) {
 	s, err := d.scalar(n, key)
 	if err != nil {
 		return 0, err
 	}
-	if pct, ok := strings.CutSuffix(strings.TrimSpace(s), "%"); ok {
-		if kind != bufferpool.KindRAM {
-			return 0, d.errorf(n, key, "a percentage is only allowed for a ram tier")
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(pct), 64)
-		if err != nil || v <= 0 || v > 90 {
-			return 0, d.errorf(n, key, "%q is not a percentage of memory between 0 and 90", s)
-		}
-		return int64(v / 100 * float64(MemTotal())), nil
-	}
-	v, err := ParseSize(s)
+	v, err := ParseCapacity(s, kind)
 	if err != nil {
 		return 0, d.errorf(n, key, "%v", err)
 	}
-	if v <= 0 {
-		return 0, d.errorf(n, key, "%q must be more than zero", s)
-	}
 	return v, nil
-}
-
-// MemTotal returns the machine's physical memory in bytes.
-func MemTotal() int64 {
-	var si unix.Sysinfo_t
-	if err := unix.Sysinfo(&si); err != nil {
-		return 0
-	}
-	return int64(si.Totalram) * int64(si.Unit)
 }
 
 // mapping decodes a mapping node key by key: unknown and repeated keys are

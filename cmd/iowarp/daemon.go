@@ -51,9 +51,47 @@ func notifyParent(err error) {
 	}
 }
 
+// defaultLogFile is the log of a --daemon without --log-file: next to
+// its control socket.
+func defaultLogFile(cfg *runtime.Config) string {
+	return strings.TrimSuffix(control.SocketPath(cfg.ControlDir, cfg.Mount), ".sock") + ".log"
+}
+
+// openLog points the log at the daemon's log file, if it has one: the
+// --log-file (also in the foreground), or for a daemon child the file its
+// parent opened for it. SIGHUP reopens it (reopenLog).
+func openLog(cfg *runtime.Config, logFile string) error {
+	if logFile == "" && !isDaemonChild() {
+		return nil
+	}
+	if logFile == "" {
+		logFile = defaultLogFile(cfg)
+	}
+	abs, err := filepath.Abs(logFile)
+	if err != nil {
+		return err
+	}
+	return sink.UseFile(abs, isDaemonChild())
+}
+
+// reopenLog is the daemon's answer to SIGHUP: open the log file again
+// (after logrotate renamed it) and nothing else.
+func reopenLog(s os.Signal) {
+	p := sink.Path()
+	if p == "" {
+		logrus.Infof("%v: the log goes to stderr, no log file to reopen; still serving", s)
+		return
+	}
+	if err := sink.Reopen(); err != nil {
+		logrus.Errorf("%v: reopen log %s: %v; logging to the old file", s, p, err)
+		return
+	}
+	logrus.Infof("%v: reopened log %s", s, p)
+}
+
 func daemonize(cfg *runtime.Config, logFile string) error {
 	if logFile == "" {
-		logFile = strings.TrimSuffix(control.SocketPath(cfg.ControlDir, cfg.Mount), ".sock") + ".log"
+		logFile = defaultLogFile(cfg)
 	}
 	if err := os.MkdirAll(filepath.Dir(logFile), 0o700); err != nil {
 		return fmt.Errorf("log directory: %w", err)

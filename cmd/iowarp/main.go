@@ -32,11 +32,17 @@ func main() {
 
 func run(args []string) int {
 	logrus.SetFormatter(&lineFormatter{})
-	logrus.SetOutput(os.Stderr)
+	sink = installLogSink()
+	defer sink.Close()
 	root := newRootCmd()
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		logrus.Error(err)
+		if p := sink.Path(); p != "" && !isDaemonChild() {
+			// A foreground daemon logging to --log-file: the user at
+			// the terminal sees why it stopped, too.
+			fmt.Fprintf(os.Stderr, "iowarp: %v (log: %s)\n", err, p)
+		}
 		notifyParent(err)
 		return 1
 	}

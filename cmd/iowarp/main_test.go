@@ -132,7 +132,7 @@ func TestLineFormatter(t *testing.T) {
 func TestPrintStats(t *testing.T) {
 	st := files.Stats{Mode: files.Writeback, DirtyBytes: 3 << 20, FlushBacklog: 2, ReadHits: 10, ReadMisses: 1,
 		Pool: bufferpool.Stats{Tiers: []bufferpool.TierStats{
-			{Name: "ram", Kind: "ram", Capacity: 64 << 20, Used: 16 << 20, Dirty: 3 << 20, Blobs: 16},
+			{Name: "ram", Kind: "ram", Capacity: 64 << 20, Used: 16 << 20, Dirty: 3 << 20, Blobs: 16, Ceiling: 16 << 20},
 			{Name: "nvme", Kind: "file", Capacity: 1 << 30},
 		}}}
 	var buf bytes.Buffer
@@ -141,7 +141,7 @@ func TestPrintStats(t *testing.T) {
 	}
 	out := buf.String()
 	for _, want := range []string{"/iowarp  mode writeback  backing /pfs  pid 7", "64MiB", "16MiB", "25.0", "3MiB",
-		"1GiB", "flush backlog 2 files", "10 hits, 1 misses"} {
+		"1GiB", "flush backlog 2 files", "10 hits, 1 misses", "memory pressure: tier ram held at 16MiB"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -37,7 +37,8 @@ func newMountCmd(lf *logFlags) *cobra.Command {
 
 The command serves the mount in the foreground. SIGTERM, SIGINT (Ctrl-C) or an
 external 'umount DIR' drain every dirty page to the backing directory, unmount
-and exit 0. With --daemon it detaches and returns once the mount is ready.`,
+and exit 0. SIGHUP reopens the --log-file (logrotate) and does nothing else.
+With --daemon it detaches and returns once the mount is ready.`,
 		Example: `  iowarp mount /iowarp
   iowarp mount /iowarp --backing /lustre/$USER --ram 8GiB --nvme /local/nvme:200GiB
   iowarp mount /scratch/job --mode scratch --daemon`,
@@ -54,7 +55,7 @@ func (mf *mountFlags) register(cmd *cobra.Command, overrides bool) {
 	f := cmd.Flags()
 	f.StringVarP(&mf.config, "config", "c", "", "YAML config file read on top of the embedded default")
 	f.BoolVarP(&mf.daemon, "daemon", "d", false, "detach; return once the mount is ready")
-	f.StringVar(&mf.logFile, "log-file", "", "with --daemon: log here (default: next to the control socket)")
+	f.StringVar(&mf.logFile, "log-file", "", "log here instead of stderr; SIGHUP reopens it (with --daemon the default is next to the control socket)")
 	if !overrides {
 		return
 	}
@@ -104,6 +105,10 @@ func start(lf *logFlags, mf *mountFlags, cfg *runtime.Config) error {
 	}
 	if mf.daemon && !isDaemonChild() {
 		return daemonize(cfg, mf.logFile)
+	}
+	ignoreSIGPIPE()
+	if err := openLog(cfg, mf.logFile); err != nil {
+		return err
 	}
 	if cfg.NoMount() {
 		return serveNoMount(cfg, daemonReadyFile())
@@ -167,7 +172,7 @@ func (mf *mountFlags) override(cmd *cobra.Command, cfg *runtime.Config) error {
 // overrideTier sets the capacity (and dir) of the first tier of kind, or
 // adds one: a RAM tier first, a file tier after the RAM tiers.
 func overrideTier(cfg *runtime.Config, kind, dir, size, flag string) error {
-	capacity, err := parseCapacity(size, kind)
+	capacity, err := runtime.ParseCapacity(size, kind)
 	if err != nil {
 		return fmt.Errorf("%s: %w", flag, err)
 	}
@@ -184,31 +189,12 @@ func overrideTier(cfg *runtime.Config, kind, dir, size, flag string) error {
 		cfg.Tiers = append(cfg.Tiers[:i], append([]runtime.Tier{t}, cfg.Tiers[i:]...)...)
 	}
 	cfg.Tiers[i].Capacity = capacity
-	cfg.Overridden(fmt.Sprintf("tiers[%d].capacity", i))
+	cfg.OverriddenBy(fmt.Sprintf("tiers[%d].capacity", i), flag)
 	if dir != "" {
 		cfg.Tiers[i].Dir = dir
-		cfg.Overridden(fmt.Sprintf("tiers[%d].dir", i))
+		cfg.OverriddenBy(fmt.Sprintf("tiers[%d].dir", i), flag)
 	}
 	return nil
-}
-
-// parseCapacity reads a size, or "N%" of memory for a RAM tier.
-func parseCapacity(s, kind string) (int64, error) {
-	if pct, ok := strings.CutSuffix(s, "%"); ok && kind == bufferpool.KindRAM {
-		var v float64
-		if _, err := fmt.Sscanf(pct, "%g", &v); err != nil || v <= 0 || v > 90 {
-			return 0, fmt.Errorf("%q is not a percentage of memory between 0 and 90", s)
-		}
-		return int64(v / 100 * float64(runtime.MemTotal())), nil
-	}
-	n, err := runtime.ParseSize(s)
-	if err != nil {
-		return 0, err
-	}
-	if n <= 0 {
-		return 0, fmt.Errorf("%q must be more than zero", s)
-	}
-	return n, nil
 }
 
 func newRuntimeCmd(lf *logFlags) *cobra.Command {

@@ -4,15 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
-	"github.com/iowarp/iowarp/internal/sys"
 	"github.com/iowarp/iowarp/runtime"
 	"github.com/iowarp/iowarp/runtime/control"
 )
@@ -22,18 +19,18 @@ import (
 // the config's plugins), and the control socket (info, stats) that
 // `iowarp runtime status|stop` use. Both sockets are named as for mount
 // "/". It reports readiness on ready (if not nil) and serves until
-// SIGTERM/SIGINT/SIGHUP (`iowarp runtime stop`, admin.stop). Blobs live in
-// the pool only: they are gone when the daemon stops.
+// SIGTERM/SIGINT (`iowarp runtime stop`, admin.stop); SIGHUP reopens the
+// log file. Blobs live in the pool only: they are gone when the daemon
+// stops.
 func serveNoMount(cfg *runtime.Config, ready *os.File) error {
-	if n, err := sys.RaiseNofile(); err != nil {
-		logrus.Warnf("cannot raise the open-file limit: %v", err)
-	} else {
-		logrus.Debugf("open-file limit %d", n)
-	}
+	sigs := watchSignals(func(s os.Signal) { logrus.Warnf("%v: still stopping", s) })
+	raiseLimits(cfg)
 	pool, err := bufferpool.New(cfg.PoolConfig())
 	if err != nil {
 		return fmt.Errorf("buffer pool: %w", err)
 	}
+	mem := watchPressure(pool)
+	defer mem.Close()
 	info := Info{Pid: os.Getpid(), Version: version, Config: cfg.File, Started: time.Now()}
 	ctl, err := control.Listen(control.SocketPath(cfg.ControlDir, ""), map[string]control.Handler{
 		"stats": func() (any, error) { return files.Stats{Pool: pool.Stats()}, nil },
@@ -53,15 +50,7 @@ func serveNoMount(cfg *runtime.Config, ready *os.File) error {
 		ready.Close()
 		os.Chdir("/")
 	}
-	waitSignal()
+	logrus.Infof("%v: stopping", <-sigs.stop)
+	mem.Close()
 	return errors.Join(ipcd.Close(), pool.Close(), ctl.Close())
-}
-
-// waitSignal returns on the first SIGTERM, SIGINT or SIGHUP.
-func waitSignal() {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	s := <-sigs
-	logrus.Infof("%v: stopping", s)
 }

@@ -42,15 +42,17 @@ type daemon struct {
 	srv  *fusefs.Server
 	ipc  *ipcDaemon   // runtime and client ipc (ipcserve.go)
 	fmts *helper.Pool // format helpers of the /.omni views
+	mem  *runtime.PressureWatcher
 }
 
 // serve checks, mounts, reports readiness on ready (if not nil), serves
 // until a signal or an external umount, drains and returns.
 func serve(cfg *runtime.Config, ready *os.File) error {
+	d := &daemon{cfg: cfg}
+	sigs := watchSignals(d.stillDraining)
 	if err := preflight(cfg); err != nil {
 		return err
 	}
-	d := &daemon{cfg: cfg}
 	if err := d.open(); err != nil {
 		d.close()
 		return err
@@ -62,7 +64,7 @@ func serve(cfg *runtime.Config, ready *os.File) error {
 		ready.Close()
 		os.Chdir("/") // do not keep the caller's directory busy
 	}
-	d.wait()
+	d.wait(sigs)
 	return d.close()
 }
 
@@ -98,12 +100,24 @@ func preflight(cfg *runtime.Config) error {
 			return err
 		}
 	}
+	raiseLimits(cfg)
+	return nil
+}
+
+// raiseLimits raises the open-file limit and lowers the daemon's
+// oom_score_adj (it holds dirty data that exists nowhere else); failures
+// are warnings.
+func raiseLimits(cfg *runtime.Config) {
 	if n, err := sys.RaiseNofile(); err != nil {
 		logrus.Warnf("cannot raise the open-file limit: %v", err)
 	} else {
 		logrus.Debugf("open-file limit %d", n)
 	}
-	return nil
+	if err := runtime.SetOOMScoreAdj(cfg.OOMScoreAdj); err != nil {
+		logrus.Warnf("%v: the OOM killer may take the daemon before other processes", err)
+	} else {
+		logrus.Debugf("oom_score_adj %d", cfg.OOMScoreAdj)
+	}
 }
 
 func (d *daemon) open() error {
@@ -112,6 +126,7 @@ func (d *daemon) open() error {
 	if d.pool, err = bufferpool.New(cfg.PoolConfig()); err != nil {
 		return fmt.Errorf("buffer pool: %w", err)
 	}
+	d.mem = watchPressure(d.pool)
 	if d.fsys, err = files.New(d.pool, cfg.FilesOptions()); err != nil {
 		return fmt.Errorf("file system over %s: %w", backingName(cfg), err)
 	}
@@ -145,10 +160,7 @@ func (d *daemon) open() error {
 
 // wait returns after a SIGTERM/SIGINT has been handled (drained and
 // unmounted) or the mount went away from outside.
-func (d *daemon) wait() {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+func (d *daemon) wait(sigs *signals) {
 	gone := make(chan struct{})
 	go func() { d.srv.Wait(); close(gone) }()
 	select {
@@ -156,7 +168,7 @@ func (d *daemon) wait() {
 		logrus.Infof("%s was unmounted; draining to %s", d.cfg.Mount, backingName(d.cfg))
 		d.srv = nil
 		return
-	case s := <-sigs:
+	case s := <-sigs.stop:
 		if st := d.fsys.Stats(); st.Mode == files.Scratch {
 			logrus.Infof("%v: unmounting %s; scratch mode: its %s of data are dropped", s,
 				d.cfg.Mount, runtime.FormatSize(st.DirtyBytes))
@@ -165,12 +177,6 @@ func (d *daemon) wait() {
 				runtime.FormatSize(st.DirtyBytes), backingName(d.cfg), d.cfg.Mount)
 		}
 	}
-	go func() {
-		for s := range sigs {
-			logrus.Warnf("%v: still draining (%s dirty); kill -9 to abort, losing what is not fsynced", s,
-				runtime.FormatSize(d.fsys.Stats().DirtyBytes))
-		}
-	}()
 	// Drain while still mounted so that the unmount itself is quick; what
 	// is written in between is drained by Close.
 	if err := d.fsys.Sync(); err != nil {
@@ -182,6 +188,48 @@ func (d *daemon) wait() {
 		d.fmts.Close()
 	}
 	d.unmount(gone)
+}
+
+// stillDraining answers a SIGTERM or SIGINT after the first.
+func (d *daemon) stillDraining(s os.Signal) {
+	var dirty int64
+	if d.fsys != nil {
+		dirty = d.fsys.Stats().DirtyBytes
+	}
+	logrus.Warnf("%v: still draining (%s dirty); kill -9 to abort, losing what is not fsynced", s,
+		runtime.FormatSize(dirty))
+}
+
+// signals is a daemon's signal handling from start to exit: SIGHUP
+// reopens the log file and does nothing else (logrotate's postrotate
+// `kill -HUP` must not unmount anything, nor a closed terminal); the
+// first SIGTERM or SIGINT is sent on stop; later ones are passed to
+// again (a warning: the drain goes on). The handlers stay installed until
+// the process exits, so that no signal kills it in the middle of the
+// final drain.
+type signals struct {
+	stop chan os.Signal
+}
+
+func watchSignals(again func(os.Signal)) *signals {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	sg := &signals{stop: make(chan os.Signal, 1)}
+	go func() {
+		stopping := false
+		for s := range ch {
+			switch {
+			case s == syscall.SIGHUP:
+				reopenLog(s)
+			case !stopping:
+				stopping = true
+				sg.stop <- s
+			default:
+				again(s)
+			}
+		}
+	}()
+	return sg
 }
 
 // unmount detaches the mount. A busy mount (open files, a shell inside)
@@ -218,6 +266,9 @@ func (d *daemon) close() error {
 	}
 	if d.srv != nil {
 		note("unmount "+d.cfg.Mount, d.srv.Unmount())
+	}
+	if d.mem != nil {
+		d.mem.Close()
 	}
 	note("stop ipc", d.ipc.Close())
 	if d.fmts != nil {

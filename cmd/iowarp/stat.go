@@ -125,6 +125,11 @@ func printStats(w io.Writer, info Info, st files.Stats) error {
 			ts.Blobs, ts.Promoted, ts.Demoted, ts.Evicted)
 	}
 	tw.Flush()
+	for _, ts := range st.Pool.Tiers {
+		if ts.Ceiling > 0 {
+			fmt.Fprintf(w, "memory pressure: tier %s held at %s until it passes\n", ts.Name, runtime.FormatSize(ts.Ceiling))
+		}
+	}
 	fmt.Fprintf(w, "\ndirty %s   flush backlog %d files   written back %s   staged in %s   flush errors %d\n",
 		runtime.FormatSize(st.DirtyBytes), st.FlushBacklog, runtime.FormatSize(int64(st.FlushedBytes)),
 		runtime.FormatSize(int64(st.StagedBytes)), st.FlushErrors)

@@ -1,0 +1,47 @@
+package bufferpool
+
+import "time"
+
+// Memory pressure. A RAM tier is shared memory (memfds) that the kernel
+// cannot reclaim without swap: when the machine or the daemon's cgroup
+// runs short, the pool is what has to give memory back, or the OOM killer
+// takes the daemon and every dirty byte with it. The daemon watches for
+// pressure (runtime.PressureWatcher) and calls Shed; when the pressure has
+// passed, Unshed.
+
+// Shed moves the coldest blobs off every RAM tier, as the organizer
+// demotes: to the first slower tier with room; a clean blob no slower
+// tier has room for is evicted (its bytes are on the backing store); a
+// dirty one with nowhere to go stays, as do the blobs of pinned buckets.
+// It stops when each RAM tier holds at most keep (0..1) of what it held,
+// and holds it there until Unshed: new blobs and promotions go to slower
+// tiers meanwhile. It returns the bytes the RAM tiers gave back.
+func (p *Pool) Shed(keep float64) int64 {
+	if p.closed.Load() {
+		return 0
+	}
+	keep = min(max(keep, 0), 1)
+	p.orgMu.Lock()
+	defer p.orgMu.Unlock()
+	perTier := p.foldScores(time.Now().UnixNano())
+	var freed int64
+	for t, ts := range p.tiers {
+		if ts.cfg.Kind != KindRAM {
+			continue
+		}
+		before := ts.used.Load()
+		target := int64(keep * float64(before))
+		ts.ceiling.Store(max(roundUp(target), blockSize)) // 0 would mean none
+		p.coldestFirst(perTier[t], t, target, (*Bucket).demoteLocked)
+		freed += max(before-ts.used.Load(), 0)
+	}
+	return freed
+}
+
+// Unshed lifts the ceilings Shed set: the RAM tiers may fill to their
+// capacity again.
+func (p *Pool) Unshed() {
+	for _, ts := range p.tiers {
+		ts.ceiling.Store(0)
+	}
+}
