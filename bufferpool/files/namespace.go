@@ -471,5 +471,6 @@ func (fs *FS) Fsyncdir(p string) error {
 	if err := unix.Fsync(fd); err != nil {
 		return pathErr("fsyncdir", p, err)
 	}
+	fs.stats.dirSyncs.Add(1)
 	return nil
 }
