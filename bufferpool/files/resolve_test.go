@@ -87,6 +87,13 @@ func TestDeepPaths(t *testing.T) {
 		if err := fs.Rmdir(p); err != nil {
 			t.Errorf("rmdir: %v", err)
 		}
+		// The root is "." in its own directory fd.
+		if err := fs.Setxattr("", "user.root", []byte("r"), 0); err != nil {
+			t.Errorf("setxattr on the root: %v", err)
+		}
+		if n, err := fs.Getxattr("", "user.root", make([]byte, 8)); err != nil || n != 1 {
+			t.Errorf("getxattr on the root: %d %v", n, err)
+		}
 	})
 }
 
