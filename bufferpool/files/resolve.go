@@ -78,10 +78,7 @@ func (fs *FS) walk(d string) (int, error) {
 	cur := fs.rootFd
 	for d != "" {
 		chunk, rest := splitWalk(d)
-		fd, err := unix.Openat2(cur, chunk, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-		})
+		fd, err := openBeneath(cur, chunk)
 		if (err == unix.ENOSYS || err == unix.EPERM) && !openat2Works(fs.rootFd) {
 			noOpenat2.Store(true)
 			closeWalk(fs, cur)
@@ -94,6 +91,22 @@ func (fs *FS) walk(d string) (int, error) {
 		cur, d = fd, rest
 	}
 	return cur, nil
+}
+
+// openBeneath opens directory d below dir with openat2, following no
+// symlink. The kernel may answer EAGAIN when a rename races with a
+// RESOLVE_BENEATH walk; that is retried a few times.
+func openBeneath(dir int, d string) (int, error) {
+	how := &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	for try := 0; ; try++ {
+		fd, err := unix.Openat2(dir, d, how)
+		if err != unix.EAGAIN || try == 8 {
+			return fd, err
+		}
+	}
 }
 
 // maxWalk is the longest path handed to one openat2 (PATH_MAX less the
