@@ -75,14 +75,14 @@ func (fs *FS) walk(d string) (int, error) {
 	if noOpenat2.Load() {
 		return walkComponents(fs.rootFd, d)
 	}
-	cur := fs.rootFd
+	full, cur := d, fs.rootFd
 	for d != "" {
 		chunk, rest := splitWalk(d)
 		fd, err := openBeneath(cur, chunk)
 		if (err == unix.ENOSYS || err == unix.EPERM) && !openat2Works(fs.rootFd) {
 			noOpenat2.Store(true)
 			closeWalk(fs, cur)
-			return walkComponents(fs.rootFd, d)
+			return walkComponents(fs.rootFd, full)
 		}
 		closeWalk(fs, cur)
 		if err != nil {
