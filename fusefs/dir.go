@@ -97,8 +97,16 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	return 0
 }
 
-// Fsyncdir returns 0: namespace operations are applied to the backing
-// directory synchronously by the file layer (see doc.go for the gap).
-func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno { return 0 }
+// Fsyncdir is fsync(2) of the directory: the file layer applies every
+// namespace operation to the backing directory at once, so fsyncing that
+// directory makes its entries (new names, renames, unlinks) durable there.
+// A directory removed while open has nothing left to make durable.
+func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	p, ok := d.n.path()
+	if !ok {
+		return 0
+	}
+	return toErrno(d.n.m.fs.Fsyncdir(p))
+}
 
 func (d *dirHandle) Releasedir(ctx context.Context, releaseFlags uint32) {}

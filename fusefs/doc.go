@@ -63,7 +63,11 @@
 // # Permissions, ownership, suid
 //
 // The mount uses default_permissions: the kernel checks access against the
-// attributes we return. New files, directories, symlinks and nodes are
+// attributes we return, exactly as the backing store has them: a mode of
+// 0000 stays 0000 (go-fuse's NullPermissions; without it go-fuse serves
+// 0644/0755 and, with allow_other, another user reads what its mode
+// denies). The shim's grant adds nothing to that: it is bound to an open
+// the kernel already checked and to that open's access mode. New files, directories, symlinks and nodes are
 // created with the caller's uid/gid (files.Cred). CAP_HANDLE_KILLPRIV_V2
 // is negotiated: the kernel then sets SB_NOSEC and asks for
 // security.capability once per inode (then marks it S_NOSEC) instead of
@@ -106,8 +110,10 @@
 // user.* xattrs; groups have them too); schema.json at the top. Names
 // such as temperature[0:2,10:20,:] and temperature@time=2024-01:2024-06
 // are views, looked up but not listed. Everything is read-only (EROFS).
-// View directories carry the source's owner and read bits (with search
-// where readable), so the kernel applies the source's permissions.
+// View directories carry the source's owner and no permission it lacks (a
+// source directory's read and search bits; a dataset file's read bits,
+// with search where readable), so the kernel applies the source's
+// permissions.
 //
 // Data: formats run in helper processes (Formats, formats/helper), never
 // here. A view is cut into blocks that follow the variable's chunks (one

@@ -130,6 +130,10 @@ func fsOptions(rootAttr fs.StableAttr, opts Options) *fs.Options {
 			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_DIRECT_IO_ALLOW_MMAP,
 			PanicHandler:      panicHandler,
 		},
+		// A mode of 0000 is served as it is: without this go-fuse
+		// replaces it with 0644 (0755 for a directory), and with
+		// allow_other another user could read a file its mode denies.
+		NullPermissions: true,
 		AttrTimeout:     &attr,
 		EntryTimeout:    &entry,
 		NegativeTimeout: &neg,

@@ -107,11 +107,18 @@ var (
 )
 
 // dirAttr fills the attributes of a view directory of a source with
-// attributes st: the source's owner and times; read and search where the
-// source is readable, so the kernel applies the source's permissions.
+// attributes st: the source's owner and times, and no permission the
+// source lacks, so the kernel applies the source's permissions. A source
+// directory keeps its read and search bits as they are (a directory one
+// may list but not search must not be searchable here); a source file
+// gives read and search where it is readable.
 func dirAttr(st *unix.Stat_t, a *fuse.Attr) {
-	r := st.Mode & 0o444
-	a.Mode = syscall.S_IFDIR | r | r>>2
+	perm := st.Mode & 0o555
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		r := st.Mode & 0o444
+		perm = r | r>>2
+	}
+	a.Mode = syscall.S_IFDIR | perm
 	a.Nlink = 2
 	ownerTimes(st, a)
 }

@@ -31,4 +31,5 @@ var Cases = map[string]Case{
 	"Statfs":             statfsCase,
 	"Locks":              locks,
 	"MmapShared":         mmapShared,
+	"DeepTree":           deepTree,
 }

@@ -33,6 +33,17 @@ func chmodChown(t *testing.T, dir string) Transcript {
 	r.do("lchown symlink 5:6", unix.Lchown(r.p("l"), 5, 6))
 	r.lstat("l")
 	r.lstat("f")
+	// A mode of 0000 is reported as 0000 (by lookup, getattr, the
+	// setattr reply and a create), for files and directories alike.
+	r.do("fchmod 0000", unix.Fchmod(fd, 0))
+	r.fstat("f", fd)
+	r.lstat("f")
+	r.do("chmod dir 0000", unix.Chmod(r.p("d"), 0))
+	r.lstat("d")
+	r.do("mkdir d0 0000", unix.Mkdir(r.p("d0"), 0))
+	r.lstat("d0")
+	r.open("O_CREAT 0000", "f0", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0)
+	r.lstat("f0")
 	return r.out
 }
 

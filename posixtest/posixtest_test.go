@@ -1,7 +1,9 @@
 package posixtest
 
 import (
+	"os"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -45,4 +47,26 @@ func joinLines(tr Transcript) string {
 		s += l
 	}
 	return s
+}
+
+// TestForeignAccessOnTmpfs validates ForeignAccess: two tmpfs runs agree,
+// and the other user is refused the 0000 file and the file under the 0000
+// directory.
+func TestForeignAccessOnTmpfs(t *testing.T) {
+	u := TestUser(t)
+	a, b := RefDir(t), RefDir(t)
+	for _, d := range []string{a, b} {
+		os.Chmod(d, 0o755)
+	}
+	c := func(t *testing.T, dir string) Transcript { return ForeignAccess(t, dir, u, nil) }
+	Compare(t, a, b, c)
+	tr := Run(t, subdir(t, a), c)
+	if testing.Verbose() {
+		t.Logf("transcript:\n  %s", joinLines(tr))
+	}
+	for _, want := range []string{"cat f0000 -> rc=1 cat: f0000: Permission denied", "cat d0000/g -> rc=1 cat: d0000/g: Permission denied"} {
+		if !strings.Contains(strings.Join(tr, "\n"), want) {
+			t.Errorf("transcript lacks %q:\n%s", want, joinLines(tr))
+		}
+	}
 }

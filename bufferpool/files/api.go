@@ -98,6 +98,8 @@ type Stats struct {
 	ReadMisses   uint64           `json:"read_misses"`
 	BytesRead    uint64           `json:"bytes_read"`
 	BytesWritten uint64           `json:"bytes_written"`
+	// DirSyncs counts fsyncs of backing directories (Fsyncdir).
+	DirSyncs uint64 `json:"dir_syncs"`
 }
 
 // Errors returned by FS methods wrap a syscall.Errno when they come from

@@ -8,7 +8,13 @@
 // times, user.* xattrs) lives in a directory: the backing directory (the
 // parallel file system) in writeback and writethrough modes, a private
 // scratch directory in scratch mode. Namespace operations are applied to it
-// at once, in order. A regular file's data lives in the pool: the file is a
+// at once, in order, each through a directory fd and one name (resolve.go):
+// the parent is opened with openat2 (RESOLVE_BENEATH, no symlinks; one
+// openat per component with O_NOFOLLOW where openat2 is missing), so no
+// path is bounded by PATH_MAX (only a component is, by NAME_MAX) and a
+// directory replaced by a symlink on the backing store never leads out of
+// it. Fsyncdir fsyncs the backing directory: a name created or renamed
+// before it is then durable. A regular file's data lives in the pool: the file is a
 // bucket (named "file:<id>", not by path, so renames and hard links keep
 // it), page i of the file is page blob i. A read miss stages the page in
 // from the backing file; writes dirty pages in the pool.

@@ -58,6 +58,7 @@ type counters struct {
 	flushed, staged, flushErrors     atomic.Uint64
 	hits, misses, bytesRead, written atomic.Uint64
 	openFiles                        atomic.Int64
+	dirSyncs                         atomic.Uint64
 }
 
 // New opens the namespace and starts the write-back workers.
@@ -232,6 +233,7 @@ func (fs *FS) Stats() Stats {
 		ReadMisses:   fs.stats.misses.Load(),
 		BytesRead:    fs.stats.bytesRead.Load(),
 		BytesWritten: fs.stats.written.Load(),
+		DirSyncs:     fs.stats.dirSyncs.Load(),
 	}
 }
 

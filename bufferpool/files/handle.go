@@ -14,11 +14,12 @@ func (fs *FS) Open(p string, flags int, mode uint32, c Cred) (*Handle, unix.Stat
 	if fs.closed.Load() {
 		return nil, unix.Stat_t{}, ErrClosed
 	}
-	r, err := rel(p)
+	a, err := fs.resolve(p)
 	if err != nil {
-		return nil, unix.Stat_t{}, err
+		return nil, unix.Stat_t{}, pathErr("open", p, err)
 	}
-	fd, writable, created, err := fs.openBacking(r, flags, mode, c)
+	fd, writable, created, err := openBacking(a, flags, mode, c, fs.isRoot)
+	a.close()
 	if err != nil {
 		return nil, unix.Stat_t{}, pathErr("open", p, err)
 	}
@@ -45,12 +46,12 @@ func (fs *FS) Open(p string, flags int, mode uint32, c Cred) (*Handle, unix.Stat
 // openBacking opens the backing file read-write (the write-back needs it
 // whatever the caller asked for; the kernel already checked permissions),
 // creating it when asked.
-func (fs *FS) openBacking(r string, flags int, mode uint32, c Cred) (fd int, writable, created bool, err error) {
+func openBacking(a at, flags int, mode uint32, c Cred, chown bool) (fd int, writable, created bool, err error) {
 	const base = unix.O_CLOEXEC | unix.O_NOFOLLOW
 	if flags&unix.O_CREAT != 0 {
-		fd, err = unix.Openat(fs.rootFd, r, base|unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, mode&0o7777)
+		fd, err = unix.Openat(a.dir, a.name, base|unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, mode&0o7777)
 		if err == nil {
-			if err := fs.ownFd(fd, mode&0o7777, r, c); err != nil {
+			if err := ownFd(fd, mode&0o7777, a.dir, c, chown); err != nil {
 				unix.Close(fd)
 				return -1, false, false, err
 			}
@@ -60,21 +61,22 @@ func (fs *FS) openBacking(r string, flags int, mode uint32, c Cred) (fd int, wri
 			return -1, false, false, err
 		}
 	}
-	fd, err = unix.Openat(fs.rootFd, r, base|unix.O_RDWR, 0)
+	fd, err = unix.Openat(a.dir, a.name, base|unix.O_RDWR, 0)
 	if err == nil {
 		return fd, true, false, nil
 	}
 	if (err == unix.EACCES || err == unix.EPERM || err == unix.EROFS || err == unix.ETXTBSY) && flags&unix.O_ACCMODE == unix.O_RDONLY {
-		fd, err = unix.Openat(fs.rootFd, r, base|unix.O_RDONLY, 0)
+		fd, err = unix.Openat(a.dir, a.name, base|unix.O_RDONLY, 0)
 		return fd, false, false, err
 	}
 	return -1, false, false, err
 }
 
-// ownFd gives a new file its caller's owner and exact mode.
-func (fs *FS) ownFd(fd int, mode uint32, r string, c Cred) error {
-	c, mode = fs.inherit(r, c, mode, false)
-	if fs.isRoot {
+// ownFd gives a new file in directory parent its caller's owner (when
+// chown: the daemon is root) and exact mode.
+func ownFd(fd int, mode uint32, parent int, c Cred, chown bool) error {
+	c, mode = inherit(parent, c, mode, false)
+	if chown {
 		if err := unix.Fchown(fd, int(c.Uid), int(c.Gid)); err != nil {
 			return fmt.Errorf("chown new file: %w", err)
 		}

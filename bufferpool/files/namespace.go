@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -22,26 +23,34 @@ func rel(p string) (string, error) {
 	return p, nil
 }
 
-// rel2 is rel of both paths of a link or rename.
-func rel2(a, b string) (string, string, error) {
+// resolve validates a mount-relative path and resolves it to its parent
+// directory and name (resolve.go). The caller calls close.
+func (fs *FS) resolve(p string) (at, error) {
+	r, err := rel(p)
+	if err != nil {
+		return at{}, err
+	}
+	return fs.at(r)
+}
+
+// resolve2 is resolve of both paths of a link or rename.
+func (fs *FS) resolve2(a, b string) (at, at, error) {
 	ra, err := rel(a)
 	if err != nil {
-		return "", "", err
+		return at{}, at{}, err
 	}
 	rb, err := rel(b)
-	return ra, rb, err
-}
-
-// parentOf returns the parent directory of a validated path.
-func parentOf(p string) string {
-	d := path.Dir(p)
-	if d == "" {
-		return "."
+	if err != nil {
+		return at{}, at{}, err
 	}
-	return d
+	return fs.at2(ra, rb)
 }
 
+// pathErr wraps err (nil stays nil) with the operation and the path.
 func pathErr(op, p string, err error) error {
+	if err == nil {
+		return nil
+	}
 	return fmt.Errorf("%s %s: %w", op, p, err)
 }
 
@@ -51,11 +60,18 @@ func keyOf(st *unix.Stat_t) fileKey { return fileKey{dev: uint64(st.Dev), ino: s
 // the buffered file when its data is newer than the backing store.
 func (fs *FS) Lstat(p string) (unix.Stat_t, error) {
 	var st unix.Stat_t
-	r, err := rel(p)
+	a, err := fs.resolve(p)
 	if err != nil {
-		return st, err
+		return st, pathErr("lstat", p, err)
 	}
-	if err := unix.Fstatat(fs.rootFd, r, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	defer a.close()
+	return fs.lstatAt(a, p)
+}
+
+// lstatAt is Lstat of a resolved entry.
+func (fs *FS) lstatAt(a at, p string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(a.dir, a.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return st, pathErr("lstat", p, err)
 	}
 	fs.overlay(&st)
@@ -78,7 +94,7 @@ func (fs *FS) ReadDir(p string) ([]DirEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.Openat(fs.rootFd, r, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	fd, err := fs.openDir(r)
 	if err != nil {
 		return nil, pathErr("opendir", p, err)
 	}
@@ -102,41 +118,42 @@ func (fs *FS) ReadDir(p string) ([]DirEntry, error) {
 
 // Mkdir creates a directory owned by c.
 func (fs *FS) Mkdir(p string, mode uint32, c Cred) error {
-	r, err := rel(p)
+	a, err := fs.resolve(p)
 	if err != nil {
-		return err
-	}
-	if err := unix.Mkdirat(fs.rootFd, r, mode&0o7777); err != nil {
 		return pathErr("mkdir", p, err)
 	}
-	c, mode = fs.inherit(r, c, mode&0o7777, true)
-	return fs.own(r, c, mode, true)
+	defer a.close()
+	if err := unix.Mkdirat(a.dir, a.name, mode&0o7777); err != nil {
+		return pathErr("mkdir", p, err)
+	}
+	c, mode = inherit(a.dir, c, mode&0o7777, true)
+	return pathErr("mkdir", p, own(a, c, mode, true, fs.isRoot))
 }
 
-// own gives a new entry at r its owner c and, with chmod, exactly mode:
-// the daemon's umask must not apply (the kernel already applied the
-// caller's). Callers take c and mode from inherit.
-func (fs *FS) own(r string, c Cred, mode uint32, chmod bool) error {
-	if fs.isRoot {
-		if err := unix.Fchownat(fs.rootFd, r, int(c.Uid), int(c.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return pathErr("chown", r, err)
+// own gives a new entry a its owner c (when the daemon is root) and, with
+// chmod, exactly mode: the daemon's umask must not apply (the kernel
+// already applied the caller's). Callers take c and mode from inherit.
+func own(a at, c Cred, mode uint32, chmod, chown bool) error {
+	if chown {
+		if err := unix.Fchownat(a.dir, a.name, int(c.Uid), int(c.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("chown new entry: %w", err)
 		}
 	}
 	if chmod {
-		if err := unix.Fchmodat(fs.rootFd, r, mode, 0); err != nil {
-			return pathErr("chmod", r, err)
+		if err := unix.Fchmodat(a.dir, a.name, mode, 0); err != nil {
+			return fmt.Errorf("chmod new entry: %w", err)
 		}
 	}
 	return nil
 }
 
-// inherit returns the owner and mode of a new entry at r: the caller and
-// the mode asked for, except that in a set-group-ID directory the entry
-// takes the directory's group and a new directory keeps the bit, as on any
-// Linux file system.
-func (fs *FS) inherit(r string, c Cred, mode uint32, dir bool) (Cred, uint32) {
+// inherit returns the owner and mode of a new entry in directory parent:
+// the caller and the mode asked for, except that in a set-group-ID
+// directory the entry takes the directory's group and a new directory
+// keeps the bit, as on any Linux file system.
+func inherit(parent int, c Cred, mode uint32, dir bool) (Cred, uint32) {
 	var st unix.Stat_t
-	if unix.Fstatat(fs.rootFd, parentOf(r), &st, 0) == nil && st.Mode&unix.S_ISGID != 0 {
+	if unix.Fstat(parent, &st) == nil && st.Mode&unix.S_ISGID != 0 {
 		c.Gid = st.Gid
 		if dir {
 			mode |= unix.S_ISGID
@@ -147,11 +164,12 @@ func (fs *FS) inherit(r string, c Cred, mode uint32, dir bool) (Cred, uint32) {
 
 // Rmdir removes an empty directory.
 func (fs *FS) Rmdir(p string) error {
-	r, err := rel(p)
+	a, err := fs.resolve(p)
 	if err != nil {
-		return err
+		return pathErr("rmdir", p, err)
 	}
-	if err := unix.Unlinkat(fs.rootFd, r, unix.AT_REMOVEDIR); err != nil {
+	defer a.close()
+	if err := unix.Unlinkat(a.dir, a.name, unix.AT_REMOVEDIR); err != nil {
 		return pathErr("rmdir", p, err)
 	}
 	return nil
@@ -160,15 +178,16 @@ func (fs *FS) Rmdir(p string) error {
 // Unlink removes a name; the file's pages go when its last name and last
 // handle are gone.
 func (fs *FS) Unlink(p string) error {
-	r, err := rel(p)
+	a, err := fs.resolve(p)
 	if err != nil {
-		return err
-	}
-	var st unix.Stat_t
-	if err := unix.Fstatat(fs.rootFd, r, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return pathErr("unlink", p, err)
 	}
-	if err := unix.Unlinkat(fs.rootFd, r, 0); err != nil {
+	defer a.close()
+	var st unix.Stat_t
+	if err := unix.Fstatat(a.dir, a.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return pathErr("unlink", p, err)
+	}
+	if err := unix.Unlinkat(a.dir, a.name, 0); err != nil {
 		return pathErr("unlink", p, err)
 	}
 	fs.unlinked(&st)
@@ -190,25 +209,27 @@ func (fs *FS) unlinked(st *unix.Stat_t) {
 
 // Symlink creates a symbolic link owned by c.
 func (fs *FS) Symlink(target, p string, c Cred) error {
-	r, err := rel(p)
+	a, err := fs.resolve(p)
 	if err != nil {
-		return err
-	}
-	if err := unix.Symlinkat(target, fs.rootFd, r); err != nil {
 		return pathErr("symlink", p, err)
 	}
-	c, _ = fs.inherit(r, c, 0, false)
-	return fs.own(r, c, 0, false)
+	defer a.close()
+	if err := unix.Symlinkat(target, a.dir, a.name); err != nil {
+		return pathErr("symlink", p, err)
+	}
+	c, _ = inherit(a.dir, c, 0, false)
+	return pathErr("symlink", p, own(a, c, 0, false, fs.isRoot))
 }
 
 // Readlink returns a symbolic link's target.
 func (fs *FS) Readlink(p string) (string, error) {
-	r, err := rel(p)
+	a, err := fs.resolve(p)
 	if err != nil {
-		return "", err
+		return "", pathErr("readlink", p, err)
 	}
+	defer a.close()
 	buf := make([]byte, unix.PathMax)
-	n, err := unix.Readlinkat(fs.rootFd, r, buf)
+	n, err := unix.Readlinkat(a.dir, a.name, buf)
 	if err != nil {
 		return "", pathErr("readlink", p, err)
 	}
@@ -217,11 +238,13 @@ func (fs *FS) Readlink(p string) (string, error) {
 
 // Link makes a hard link; both names share one file object (by inode).
 func (fs *FS) Link(oldPath, newPath string) error {
-	ro, rn, err := rel2(oldPath, newPath)
+	ao, an, err := fs.resolve2(oldPath, newPath)
 	if err != nil {
-		return err
+		return pathErr("link", newPath, err)
 	}
-	if err := unix.Linkat(fs.rootFd, ro, fs.rootFd, rn, 0); err != nil {
+	defer ao.close()
+	defer an.close()
+	if err := unix.Linkat(ao.dir, ao.name, an.dir, an.name, 0); err != nil {
 		return pathErr("link", newPath, err)
 	}
 	return nil
@@ -229,10 +252,6 @@ func (fs *FS) Link(oldPath, newPath string) error {
 
 // Mknod creates a FIFO, socket or device node owned by c.
 func (fs *FS) Mknod(p string, mode uint32, dev uint32, c Cred) error {
-	r, err := rel(p)
-	if err != nil {
-		return err
-	}
 	if mode&unix.S_IFMT == unix.S_IFREG || mode&unix.S_IFMT == 0 {
 		h, _, err := fs.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, mode&0o7777, c)
 		if err != nil {
@@ -240,29 +259,36 @@ func (fs *FS) Mknod(p string, mode uint32, dev uint32, c Cred) error {
 		}
 		return h.Release()
 	}
-	if err := unix.Mknodat(fs.rootFd, r, mode, int(dev)); err != nil {
+	a, err := fs.resolve(p)
+	if err != nil {
 		return pathErr("mknod", p, err)
 	}
-	c, mode = fs.inherit(r, c, mode&0o7777, false)
-	return fs.own(r, c, mode, true)
+	defer a.close()
+	if err := unix.Mknodat(a.dir, a.name, mode, int(dev)); err != nil {
+		return pathErr("mknod", p, err)
+	}
+	c, mode = inherit(a.dir, c, mode&0o7777, false)
+	return pathErr("mknod", p, own(a, c, mode, true, fs.isRoot))
 }
 
 // Rename is renameat2(2); flags may hold RENAME_NOREPLACE / RENAME_EXCHANGE.
 func (fs *FS) Rename(oldPath, newPath string, flags uint32) error {
-	ro, rn, err := rel2(oldPath, newPath)
+	ao, an, err := fs.resolve2(oldPath, newPath)
 	if err != nil {
-		return err
+		return pathErr("rename", oldPath+" -> "+newPath, err)
 	}
+	defer ao.close()
+	defer an.close()
 	var target unix.Stat_t
 	replaced := flags&unix.RENAME_EXCHANGE == 0 &&
-		unix.Fstatat(fs.rootFd, rn, &target, unix.AT_SYMLINK_NOFOLLOW) == nil
-	if err := unix.Renameat2(fs.rootFd, ro, fs.rootFd, rn, uint(flags)); err != nil {
+		unix.Fstatat(an.dir, an.name, &target, unix.AT_SYMLINK_NOFOLLOW) == nil
+	if err := unix.Renameat2(ao.dir, ao.name, an.dir, an.name, uint(flags)); err != nil {
 		return pathErr("rename", oldPath+" -> "+newPath, err)
 	}
 	if replaced {
 		var src unix.Stat_t
 		// rename of a name onto another name of the same inode is a no-op.
-		if unix.Fstatat(fs.rootFd, rn, &src, unix.AT_SYMLINK_NOFOLLOW) == nil && keyOf(&src) == keyOf(&target) {
+		if unix.Fstatat(an.dir, an.name, &src, unix.AT_SYMLINK_NOFOLLOW) == nil && keyOf(&src) == keyOf(&target) {
 			return nil
 		}
 		fs.unlinked(&target)
@@ -276,12 +302,13 @@ func (fs *FS) Setattr(p string, h *Handle, a SetAttr) (unix.Stat_t, error) {
 	if h != nil {
 		return h.setattr(a)
 	}
-	r, err := rel(p)
+	e, err := fs.resolve(p)
 	if err != nil {
-		return unix.Stat_t{}, err
+		return unix.Stat_t{}, pathErr("setattr", p, err)
 	}
+	defer e.close()
 	if a.Size != nil {
-		f, err := fs.fileAt(r)
+		f, err := fs.fileAt(e)
 		if err != nil {
 			return unix.Stat_t{}, pathErr("truncate", p, err)
 		}
@@ -290,42 +317,42 @@ func (fs *FS) Setattr(p string, h *Handle, a SetAttr) (unix.Stat_t, error) {
 			return unix.Stat_t{}, pathErr("truncate", p, err)
 		}
 	}
-	if err := fs.setMeta(r, a); err != nil {
+	if err := fs.setMeta(e, a); err != nil {
 		return unix.Stat_t{}, pathErr("setattr", p, err)
 	}
-	return fs.Lstat(p)
+	return fs.lstatAt(e, p)
 }
 
-// setMeta applies mode, owner and times to a path.
-func (fs *FS) setMeta(r string, a SetAttr) error {
+// setMeta applies mode, owner and times to an entry.
+func (fs *FS) setMeta(e at, a SetAttr) error {
 	if a.Mode != nil {
-		if err := unix.Fchmodat(fs.rootFd, r, *a.Mode&0o7777, 0); err != nil {
+		if err := unix.Fchmodat(e.dir, e.name, *a.Mode&0o7777, 0); err != nil {
 			return err
 		}
 	}
 	if a.Uid != nil || a.Gid != nil {
-		if err := unix.Fchownat(fs.rootFd, r, idOrKeep(a.Uid), idOrKeep(a.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.Fchownat(e.dir, e.name, idOrKeep(a.Uid), idOrKeep(a.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return err
 		}
 	}
 	if a.Atime != nil || a.Mtime != nil {
 		ts := [2]unix.Timespec{timespec(a.Atime), timespec(a.Mtime)}
-		if err := unix.UtimesNanoAt(fs.rootFd, r, ts[:], unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.UtimesNanoAt(e.dir, e.name, ts[:], unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return err
 		}
-		fs.noteMtime(r, a.Mtime)
+		fs.noteMtime(e, a.Mtime)
 	}
 	return nil
 }
 
 // noteMtime records an explicit mtime on a buffered file, so its later
 // write-back keeps it instead of the time of the last write.
-func (fs *FS) noteMtime(r string, m *TimeSpec) {
+func (fs *FS) noteMtime(e at, m *TimeSpec) {
 	if m == nil || m.Omit {
 		return
 	}
 	var st unix.Stat_t
-	if unix.Fstatat(fs.rootFd, r, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+	if unix.Fstatat(e.dir, e.name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return
 	}
 	if f := fs.lookupFile(keyOf(&st)); f != nil {
@@ -353,8 +380,8 @@ func timespec(t *TimeSpec) unix.Timespec {
 
 // fileAt opens the file object of a regular file by path (for truncate
 // without a handle). The caller calls release.
-func (fs *FS) fileAt(r string) (*file, error) {
-	fd, err := unix.Openat(fs.rootFd, r, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+func (fs *FS) fileAt(e at) (*file, error) {
+	fd, err := unix.Openat(e.dir, e.name, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -364,12 +391,16 @@ func (fs *FS) fileAt(r string) (*file, error) {
 
 // Xattrs: only the user.* namespace is served.
 
-func (fs *FS) xpath(p string) (string, error) {
-	r, err := rel(p)
+// xpath resolves p for the l*xattr calls, which take paths only: the
+// parent directory through /proc/self/fd, then the name (not followed),
+// so the path stays short however deep the entry is. The caller calls
+// close.
+func (fs *FS) xpath(p string) (string, at, error) {
+	a, err := fs.resolve(p)
 	if err != nil {
-		return "", err
+		return "", at{}, err
 	}
-	return fs.rootPath + "/" + r, nil
+	return "/proc/self/fd/" + strconv.Itoa(a.dir) + "/" + a.name, a, nil
 }
 
 var errNoUserXattr = errors.New("only user.* extended attributes are served")
@@ -380,10 +411,11 @@ func (fs *FS) Getxattr(p, name string, dest []byte) (int, error) {
 	if !strings.HasPrefix(name, "user.") {
 		return 0, unix.ENODATA
 	}
-	fp, err := fs.xpath(p)
+	fp, a, err := fs.xpath(p)
 	if err != nil {
-		return 0, err
+		return 0, pathErr("xattr", p, err)
 	}
+	defer a.close()
 	n, err := unix.Lgetxattr(fp, name, dest)
 	if err != nil {
 		return 0, pathErr("getxattr "+name, p, err)
@@ -396,10 +428,11 @@ func (fs *FS) Setxattr(p, name string, val []byte, flags int) error {
 	if !strings.HasPrefix(name, "user.") {
 		return fmt.Errorf("setxattr %s: %w: %w", name, errNoUserXattr, unix.EOPNOTSUPP)
 	}
-	fp, err := fs.xpath(p)
+	fp, a, err := fs.xpath(p)
 	if err != nil {
-		return err
+		return pathErr("xattr", p, err)
 	}
+	defer a.close()
 	if err := unix.Lsetxattr(fp, name, val, flags); err != nil {
 		return pathErr("setxattr "+name, p, err)
 	}
@@ -408,10 +441,11 @@ func (fs *FS) Setxattr(p, name string, val []byte, flags int) error {
 
 // Listxattr lists user.* attributes (NUL-separated, as listxattr(2)).
 func (fs *FS) Listxattr(p string, dest []byte) (int, error) {
-	fp, err := fs.xpath(p)
+	fp, a, err := fs.xpath(p)
 	if err != nil {
-		return 0, err
+		return 0, pathErr("xattr", p, err)
 	}
+	defer a.close()
 	sz, err := unix.Llistxattr(fp, nil)
 	if err != nil {
 		return 0, pathErr("listxattr", p, err)
@@ -442,10 +476,11 @@ func (fs *FS) Removexattr(p, name string) error {
 	if !strings.HasPrefix(name, "user.") {
 		return unix.ENODATA
 	}
-	fp, err := fs.xpath(p)
+	fp, a, err := fs.xpath(p)
 	if err != nil {
-		return err
+		return pathErr("xattr", p, err)
 	}
+	defer a.close()
 	if err := unix.Lremovexattr(fp, name); err != nil {
 		return pathErr("removexattr "+name, p, err)
 	}
@@ -463,7 +498,7 @@ func (fs *FS) Fsyncdir(p string) error {
 	if err != nil {
 		return err
 	}
-	fd, err := unix.Openat(fs.rootFd, r, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	fd, err := fs.openDir(r)
 	if err != nil {
 		return pathErr("fsyncdir", p, err)
 	}
@@ -471,5 +506,6 @@ func (fs *FS) Fsyncdir(p string) error {
 	if err := unix.Fsync(fd); err != nil {
 		return pathErr("fsyncdir", p, err)
 	}
+	fs.stats.dirSyncs.Add(1)
 	return nil
 }
