@@ -73,7 +73,6 @@ const char *iow_redirect(const char *path, char *buf, size_t bufsz)
 	return path;
 }
 
-#define DECL_REAL(name) static __typeof__(name) *iow_real_##name
 #define RD(p) char rb_##p[4096]; p = iow_redirect(p, rb_##p, sizeof rb_##p)
 
 DECL_REAL(stat);
@@ -103,12 +102,12 @@ DECL_REAL(readlink);
 DECL_REAL(utimensat);
 DECL_REAL(link);
 DECL_REAL(symlink);
-static int (*iow_real___xstat)(int, const char *, struct stat *);
-static int (*iow_real___lxstat)(int, const char *, struct stat *);
-static int (*iow_real___xstat64)(int, const char *, struct stat64 *);
-static int (*iow_real___lxstat64)(int, const char *, struct stat64 *);
-static int (*iow_real___fxstatat)(int, int, const char *, struct stat *, int);
-static int (*iow_real___fxstatat64)(int, int, const char *, struct stat64 *, int);
+DECL_REAL_T(__xstat, int (*)(int, const char *, struct stat *));
+DECL_REAL_T(__lxstat, int (*)(int, const char *, struct stat *));
+DECL_REAL_T(__xstat64, int (*)(int, const char *, struct stat64 *));
+DECL_REAL_T(__lxstat64, int (*)(int, const char *, struct stat64 *));
+DECL_REAL_T(__fxstatat, int (*)(int, int, const char *, struct stat *, int));
+DECL_REAL_T(__fxstatat64, int (*)(int, int, const char *, struct stat64 *, int));
 
 int stat(const char *p, struct stat *st) { RD(p); return IOW_REAL(stat)(p, st); }
 int lstat(const char *p, struct stat *st) { RD(p); return IOW_REAL(lstat)(p, st); }
