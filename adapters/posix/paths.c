@@ -140,6 +140,16 @@ int truncate64(const char *p, off64_t n) { RD(p); return IOW_REAL(truncate64)(p,
 int chdir(const char *p) { RD(p); return IOW_REAL(chdir)(p); }
 int chmod(const char *p, mode_t m) { RD(p); return IOW_REAL(chmod)(p, m); }
 ssize_t readlink(const char *p, char *b, size_t n) { RD(p); return IOW_REAL(readlink)(p, b, n); }
+/* -D_FORTIFY_SOURCE turns readlink into this; glibc's calls its internal
+ * readlink, past the redirection. */
+extern void __chk_fail(void) __attribute__((noreturn));
+ssize_t __readlink_chk(const char *p, char *b, size_t n, size_t buflen)
+{
+	if (n > buflen)
+		__chk_fail();
+	RD(p);
+	return IOW_REAL(readlink)(p, b, n);
+}
 int utimensat(int d, const char *p, const struct timespec t[2], int fl) { RD(p); return IOW_REAL(utimensat)(d, p, t, fl); }
 int link(const char *a, const char *b) { RD(a); RD(b); return IOW_REAL(link)(a, b); }
 int symlink(const char *target, const char *p) { RD(p); return IOW_REAL(symlink)(target, p); }

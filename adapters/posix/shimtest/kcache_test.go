@@ -40,15 +40,16 @@ func pattern(n int) []byte {
 // of Ubuntu's gcc and of many Spack builds) calls __read_chk,
 // __pread_chk, __pread64_chk and __fread_chk, which glibc serves with its internal
 // read, past the interposers: the shim interposes them, so the fast path
-// carries its reads and writes and the bytes are right; a read larger
-// than its buffer still aborts the program, as glibc's check does.
+// carries its reads and writes and the bytes are right, and
+// __readlink_chk follows IOWARP_PATHS; a read larger than its buffer
+// still aborts the program, as glibc's check does.
 func TestFortified(t *testing.T) {
 	bin := ccFlags(t, "fortify", "-O2", "-D_FORTIFY_SOURCE=2")
 	syms, err := exec.Command("nm", "-D", bin).Output()
 	if err != nil {
 		t.Skipf("nm: %v", err)
 	}
-	for _, s := range []string{"__read_chk", "__pread_chk", "__pread64_chk", "__fread_chk"} {
+	for _, s := range []string{"__read_chk", "__pread_chk", "__pread64_chk", "__fread_chk", "__readlink_chk"} {
 		if !bytes.Contains(syms, []byte(" "+s)) {
 			t.Fatalf("the fortified build does not call %s:\n%s", s, syms)
 		}
@@ -58,8 +59,13 @@ func TestFortified(t *testing.T) {
 	if err := os.WriteFile(p, pattern(1<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, r := run(t, onMount, true, nil, bin, p, "65536")
-	if out != "ok\n" {
+	if err := os.Symlink("target", filepath.Join(onMount, "l")); err != nil {
+		t.Fatal(err)
+	}
+	fake := "/iowarp-fortify-test"
+	env := []string{"IOWARP_PATHS=" + fake + "=" + onMount, "FORTIFY_LINK=" + fake + "/l"}
+	out, r := run(t, onMount, true, env, bin, p, "65536")
+	if out != "link target\nok\n" {
 		t.Fatalf("fortify: %q", out)
 	}
 	requireOurs(t, r)

@@ -1,7 +1,9 @@
 /* fortify.c FILE N [overflow]: built with -O2 -D_FORTIFY_SOURCE=2 (the test
- * checks that it calls __read_chk, __pread_chk, __pread64_chk and
- * __fread_chk). FILE
- * holds 1 MiB of byte(i*7+3) (written through FUSE). It reads it with
+ * checks that it calls __read_chk, __pread_chk, __pread64_chk,
+ * __fread_chk and __readlink_chk). FILE holds 1 MiB of byte(i*7+3)
+ * (written through FUSE). With FORTIFY_LINK set it first prints
+ * "link TARGET" of that symlink (a path IOWARP_PATHS redirects). It reads
+ * FILE with
  * read, pread and fread, writes 64 KiB of 'F' at 128 KiB with pwrite and
  * reads it back, N bytes a call (65536: its buffer; a length it cannot
  * know at compile time, so the calls are the _chk ones); prints "ok".
@@ -29,6 +31,13 @@ int main(int argc, char **argv)
 	if (argc < 3)
 		return 1;
 	size_t n = strtoul(argv[2], NULL, 10);
+	const char *link = getenv("FORTIFY_LINK");
+	if (link) {
+		ssize_t l = readlink(link, buf, n);
+		if (l < 0)
+			return 9;
+		printf("link %.*s\n", (int)l, buf);
+	}
 	int fd = open(argv[1], O_RDWR);
 	if (fd < 0)
 		return 1;
