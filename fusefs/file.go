@@ -241,3 +241,66 @@ func (n *node) Lseek(ctx context.Context, f fs.FileHandle, off uint64, whence ui
 
 // fsyncFdatasync is FUSE_FSYNC_FDATASYNC of FsyncIn.FsyncFlags.
 const fsyncFdatasync = 1 << 0
+
+var _ fs.NodeCopyFileRanger = (*node)(nil)
+
+// copyChunk is how much one step of CopyFileRange moves.
+const copyChunk = 1 << 20
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyChunk); return &b }}
+
+// CopyFileRange is copy_file_range(2) within the mount, served from the
+// pool. Without it the kernel copies by splicing through its page cache,
+// which can be stale: a shim writes resident pages in place behind it. The
+// kernel has checked the ranges (no overlap within one file, out not
+// O_APPEND), written back its dirty pages of both ranges before the
+// request, and drops the destination's cached pages after it. A copy stops
+// at the source's EOF; an error after some bytes moved returns the count.
+func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle,
+	offOut uint64, length uint64, flags uint64) (uint32, syscall.Errno) {
+	src, dst := handleOf(fhIn), handleOf(fhOut)
+	on, ok := out.Operations().(*node)
+	if src == nil || dst == nil || !ok {
+		return 0, syscall.EBADF
+	}
+	if flags != 0 {
+		return 0, syscall.EINVAL
+	}
+	length = min(length, 1<<31) // the reply's count is 32 bits
+	done, err := copyRange(src, int64(offIn), dst, int64(offOut), int64(length))
+	if err != nil && done == 0 {
+		return 0, toErrno(err)
+	}
+	if done > 0 && on.privs.Load() && !privileged(ctx) {
+		if errno := on.killPrivs(ctx, dst); errno != 0 {
+			return uint32(done), errno
+		}
+	}
+	return uint32(done), 0
+}
+
+// copyRange copies up to n bytes from src at offIn to dst at offOut, in
+// chunks; it returns the bytes copied (short at the source's EOF).
+func copyRange(src *files.Handle, offIn int64, dst *files.Handle, offOut, n int64) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	var done int64
+	for done < n {
+		buf := (*bp)[:min(int64(len(*bp)), n-done)]
+		nr, err := src.ReadAt(buf, offIn+done)
+		if nr > 0 {
+			nw, werr := dst.WriteAt(buf[:nr], offOut+done)
+			done += int64(nw)
+			if werr != nil {
+				return done, werr
+			}
+		}
+		if err != nil {
+			return done, err
+		}
+		if nr < len(buf) {
+			return done, nil // EOF of the source
+		}
+	}
+	return done, nil
+}

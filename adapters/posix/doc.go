@@ -9,9 +9,9 @@
 // open on a FUSE file system succeeds and the handshake ioctl on it
 // (fusefs.IocCap) returns a capability; ENOTTY (not iowarp, or a daemon
 // without the handshake) leaves it a plain fd. Every fd of ours stays a
-// real kernel fd on the mount, so anything the shim does not serve (mmap,
-// sendfile, copy_file_range, fstat, a forked child) is served by the
-// kernel and stays correct.
+// real kernel fd on the mount, so anything the shim does not serve (fstat,
+// a forked child, the calls below that it hands to the kernel) is served
+// by the kernel and stays correct.
 //
 // The table follows dup, dup2, dup3, fcntl(F_DUPFD, F_DUPFD_CLOEXEC),
 // close, close_range, closefrom and fclose, and every call that makes an
@@ -57,6 +57,22 @@
 //     a 1 MiB page in (~0.5 ms here), so the ~30 us saved over FUSE is
 //     within the noise (scripts/bench-shim.sh).
 //
+// The kernel's page cache of the shim's own fd (opened before any map
+// was granted, so cached) does not see fast-path writes, and a shared map
+// stores into that cache, not the pool. So every kernel call that reads
+// it sees what the fast path wrote, and the reverse (mmap.c):
+//
+//   - kernel reads (a miss, vector calls, sendfile and splice from our
+//     file, copy_file_range) first drop the cached range, widened to
+//     whole pages (fadvise keeps partial ones); copy_file_range within the
+//     mount is served by the daemon from the pool (fusefs);
+//   - mmap of our file drops the file's cached pages first; while the
+//     process maps the file, its calls on it take the kernel path, and
+//     munmap of a shared map writes its dirty pages back (msync) before
+//     the fast path comes back;
+//   - a fast write made while another thread maps the file drops its
+//     range again (iow_map_gen).
+//
 // Both doors work on one copy of the data. While a shim holds a read-write
 // map of a file, every other open of it bypasses the kernel page cache
 // (FOPEN_DIRECT_IO), so a plain cat sees shim writes at once; the shim's
@@ -72,6 +88,15 @@
 // streams whose callbacks are the interposers above (glibc's own streams
 // call its internal read/write, which no interposer sees); fileno on them
 // answers the fd. Streams on other files are glibc's, unchanged.
+//
+// # _FORTIFY_SOURCE, errno, signals
+//
+// Programs built with -O2 -D_FORTIFY_SOURCE call __read_chk, __pread_chk
+// and __pread64_chk, which glibc serves with its internal read: they are
+// interposed (size check, __chk_fail on overflow, then the normal path).
+// Every real libc function is resolved with dlsym in the constructor
+// (DECL_REAL registers it), never on first use from a call that may run
+// in a signal handler. A successful open leaves errno as it was.
 //
 // # Fork, exec, threads
 //

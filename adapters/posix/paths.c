@@ -73,7 +73,6 @@ const char *iow_redirect(const char *path, char *buf, size_t bufsz)
 	return path;
 }
 
-#define DECL_REAL(name) static __typeof__(name) *iow_real_##name
 #define RD(p) char rb_##p[4096]; p = iow_redirect(p, rb_##p, sizeof rb_##p)
 
 DECL_REAL(stat);
@@ -103,12 +102,12 @@ DECL_REAL(readlink);
 DECL_REAL(utimensat);
 DECL_REAL(link);
 DECL_REAL(symlink);
-static int (*iow_real___xstat)(int, const char *, struct stat *);
-static int (*iow_real___lxstat)(int, const char *, struct stat *);
-static int (*iow_real___xstat64)(int, const char *, struct stat64 *);
-static int (*iow_real___lxstat64)(int, const char *, struct stat64 *);
-static int (*iow_real___fxstatat)(int, int, const char *, struct stat *, int);
-static int (*iow_real___fxstatat64)(int, int, const char *, struct stat64 *, int);
+DECL_REAL_T(__xstat, int (*)(int, const char *, struct stat *));
+DECL_REAL_T(__lxstat, int (*)(int, const char *, struct stat *));
+DECL_REAL_T(__xstat64, int (*)(int, const char *, struct stat64 *));
+DECL_REAL_T(__lxstat64, int (*)(int, const char *, struct stat64 *));
+DECL_REAL_T(__fxstatat, int (*)(int, int, const char *, struct stat *, int));
+DECL_REAL_T(__fxstatat64, int (*)(int, int, const char *, struct stat64 *, int));
 
 int stat(const char *p, struct stat *st) { RD(p); return IOW_REAL(stat)(p, st); }
 int lstat(const char *p, struct stat *st) { RD(p); return IOW_REAL(lstat)(p, st); }
@@ -141,6 +140,16 @@ int truncate64(const char *p, off64_t n) { RD(p); return IOW_REAL(truncate64)(p,
 int chdir(const char *p) { RD(p); return IOW_REAL(chdir)(p); }
 int chmod(const char *p, mode_t m) { RD(p); return IOW_REAL(chmod)(p, m); }
 ssize_t readlink(const char *p, char *b, size_t n) { RD(p); return IOW_REAL(readlink)(p, b, n); }
+/* -D_FORTIFY_SOURCE turns readlink into this; glibc's calls its internal
+ * readlink, past the redirection. */
+extern void __chk_fail(void) __attribute__((noreturn));
+ssize_t __readlink_chk(const char *p, char *b, size_t n, size_t buflen)
+{
+	if (n > buflen)
+		__chk_fail();
+	RD(p);
+	return IOW_REAL(readlink)(p, b, n);
+}
 int utimensat(int d, const char *p, const struct timespec t[2], int fl) { RD(p); return IOW_REAL(utimensat)(d, p, t, fl); }
 int link(const char *a, const char *b) { RD(a); RD(b); return IOW_REAL(link)(a, b); }
 int symlink(const char *target, const char *p) { RD(p); return IOW_REAL(symlink)(target, p); }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -26,6 +27,17 @@ int iow_ready;
 int iow_nofast;
 int iow_nofastwrite;
 
+extern struct iow_real_ent __start_iow_reals[], __stop_iow_reals[];
+
+void iow_resolve_reals(void)
+{
+	int e = errno;
+	for (struct iow_real_ent *p = __start_iow_reals; p < __stop_iow_reals; p++)
+		if (!*p->slot)
+			*p->slot = dlsym(RTLD_NEXT, p->name);
+	errno = e;
+}
+
 void *iow_dlnext(const char *name)
 {
 	void *p = dlsym(RTLD_NEXT, name);
@@ -37,7 +49,6 @@ void *iow_dlnext(const char *name)
 	return p;
 }
 
-#define DECL_REAL(name) static __typeof__(name) *iow_real_##name
 DECL_REAL(open);
 DECL_REAL(open64);
 DECL_REAL(openat);
@@ -76,29 +87,41 @@ DECL_REAL(accept);
 DECL_REAL(accept4);
 DECL_REAL(pipe);
 DECL_REAL(pipe2);
-static int (*iow_real_fcntl64)(int, int, ...);
-static int (*iow_real_close_range)(unsigned, unsigned, int);
-static void (*iow_real_closefrom)(int);
-static int (*iow_real___open_2)(const char *, int);
-static int (*iow_real___open64_2)(const char *, int);
-static int (*iow_real___openat_2)(int, const char *, int);
-static int (*iow_real___openat64_2)(int, const char *, int);
+DECL_REAL_T(fcntl64, int (*)(int, int, ...));
+DECL_REAL_T(close_range, int (*)(unsigned, unsigned, int));
+DECL_REAL_T(closefrom, void (*)(int));
+DECL_REAL_T(__open_2, int (*)(const char *, int));
+DECL_REAL_T(__open64_2, int (*)(const char *, int));
+DECL_REAL_T(__openat_2, int (*)(int, const char *, int));
+DECL_REAL_T(__openat64_2, int (*)(int, const char *, int));
 
 /* ---- lifecycle -------------------------------------------------------- */
 
 
-static void atfork_prepare(void) { iow_fdtable_atfork_prepare(); }
-static void atfork_parent(void) { iow_fdtable_atfork_parent(); }
+static void atfork_prepare(void)
+{
+	iow_maps_atfork_prepare();
+	iow_fdtable_atfork_prepare();
+}
+
+static void atfork_parent(void)
+{
+	iow_fdtable_atfork_parent();
+	iow_maps_atfork_parent();
+}
+
 static void atfork_child(void)
 {
 	iow_in_child = 1; /* the child's Go runtime has no threads: never enter it */
 	iow_fdtable_atfork_child();
+	iow_maps_atfork_child();
 }
 
 void iow_go_init(void) { iowarpGoInit(); }
 
 __attribute__((constructor)) static void iow_init(void)
 {
+	iow_resolve_reals();
 	const char *s = getenv("IOWARP_STRICT");
 	iow_strict = s && *s && strcmp(s, "0") != 0;
 	s = getenv("IOWARP_IPC");
@@ -195,12 +218,18 @@ static int strict_check(int fd, int track)
 		}                        \
 	} while (0)
 
-#define OPEN_BODY(call)                                           \
-	char pbuf[4096];                                          \
-	path = iow_redirect(path, pbuf, sizeof pbuf);             \
-	int fd = call;                                            \
-	if (fd >= 0)                                              \
-		fd = strict_check(fd, iow_track_open(fd, flags)); \
+/* A successful open leaves errno as it was: the handshake's failed
+ * probes (fstatfs, ioctl, the grant socket) are not the program's. */
+#define OPEN_BODY(call)                                                   \
+	char pbuf[4096];                                                  \
+	path = iow_redirect(path, pbuf, sizeof pbuf);                     \
+	int fd = call;                                                    \
+	if (fd >= 0) {                                                    \
+		int saved_errno = errno;                                  \
+		fd = strict_check(fd, iow_track_open(fd, flags));         \
+		if (fd >= 0)                                              \
+			errno = saved_errno;                              \
+	}                                                                 \
 	return fd
 
 int open(const char *path, int flags, ...)
@@ -333,7 +362,7 @@ int fcntl64(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	long arg = va_arg(ap, long);
 	va_end(ap);
-	if (!iow_real_fcntl64)
+	if (!iow_real_fcntl64 && !iow_ready)
 		iow_real_fcntl64 = iow_dlnext("fcntl64");
 	if (!iow_real_fcntl64)
 		return fcntl_after(fd, cmd, arg, IOW_REAL(fcntl)(fd, cmd, arg));
@@ -347,7 +376,7 @@ int fcntl64(int fd, int cmd, ...)
 int close_range(unsigned first, unsigned last, int flags)
 {
 	int r;
-	if (!iow_real_close_range)
+	if (!iow_real_close_range && !iow_ready)
 		iow_real_close_range = iow_dlnext("close_range");
 	if (iow_real_close_range)
 		r = iow_real_close_range(first, last, flags);
@@ -363,7 +392,7 @@ void closefrom(int lowfd)
 	if (lowfd < 0)
 		lowfd = 0;
 	iow_slot_clear_range((unsigned)lowfd, ~0u);
-	if (!iow_real_closefrom)
+	if (!iow_real_closefrom && !iow_ready)
 		iow_real_closefrom = iow_dlnext("closefrom");
 	if (iow_real_closefrom)
 		iow_real_closefrom(lowfd);
@@ -421,7 +450,21 @@ int pipe2(int p[2], int flags)
 /* The fast path (fast.c) returns -2 when it cannot serve the call: the
  * kernel path then does, with nothing moved. */
 
-static inline int fast_ok(struct iow_ofd *o) { return o->gohandle && !iow_in_child; }
+/* While the process maps the file (mmap.c), its calls take the kernel
+ * path: the page cache is then the one copy it sees. */
+static inline int fast_ok(struct iow_ofd *o) { return o->gohandle && !iow_in_child && !iow_mapped(o); }
+
+/* fast_write is iow_fast_pwrite; a mapping of the file made meanwhile by
+ * another thread may have been made before the write landed, after its
+ * cache drop: drop the written range again. */
+static ssize_t fast_write(struct iow_ofd *o, int fd, const void *buf, size_t n, off_t off)
+{
+	unsigned long gen = iow_map_gen_load();
+	ssize_t r = iow_fast_pwrite(o, buf, n, off);
+	if (r > 0 && iow_map_gen_load() != gen)
+		iow_drop_cache(fd, off, (size_t)r);
+	return r;
+}
 
 /* kdrop: before a kernel read of an fd whose file a shim may write in
  * place, drop what the kernel cached of the range (this fd was opened
@@ -430,7 +473,19 @@ static inline int fast_ok(struct iow_ofd *o) { return o->gohandle && !iow_in_chi
 static void kdrop(struct iow_ofd *o, int fd, off_t off, size_t n)
 {
 	if (o && iow_fast_shared_writers(o))
-		posix_fadvise(fd, off, (off_t)n, POSIX_FADV_DONTNEED);
+		iow_drop_cache(fd, off, n);
+}
+
+/* iow_drop_cache drops the kernel's cached pages of [off, off+n) (n = 0:
+ * to EOF). fadvise keeps the partial pages at either end of its range, so
+ * the range is widened to whole pages; errno is kept. */
+void iow_drop_cache(int fd, off_t off, size_t n)
+{
+	int e = errno;
+	off_t a = off & ~(off_t)4095;
+	off_t len = n ? (off_t)((off + (off_t)n + 4095) & ~(off_t)4095) - a : 0;
+	posix_fadvise(fd, a, len, POSIX_FADV_DONTNEED);
+	errno = e;
 }
 
 static void kdrop_fd(int fd, off_t off, size_t n)
@@ -508,7 +563,7 @@ ssize_t iow_write(int fd, const void *buf, size_t n)
 		 * Appends stay in the kernel (atomic at EOF). */
 		off_t pos = IOW_REAL(lseek)(fd, 0, SEEK_CUR);
 		if (pos >= 0) {
-			r = iow_fast_pwrite(o, buf, n, pos);
+			r = fast_write(o, fd, buf, n, pos);
 			if (r > 0)
 				IOW_REAL(lseek)(fd, pos + r, SEEK_SET);
 		}
@@ -568,7 +623,7 @@ static ssize_t do_pwrite(int fd, const void *buf, size_t n, off_t off)
 	 * from POSIX): leave those to the kernel. */
 	int fl = __atomic_load_n(&o->flags, __ATOMIC_RELAXED);
 	if (fast_ok(o) && (fl & O_ACCMODE) != O_RDONLY && !(fl & O_APPEND))
-		r = iow_fast_pwrite(o, buf, n, off);
+		r = fast_write(o, fd, buf, n, off);
 	if (r == -2)
 		r = kwrite(IOW_REAL(pwrite64)(fd, buf, n, off));
 	iow_ofd_put(o);
@@ -717,4 +772,99 @@ int ftruncate64(int fd, off64_t len)
 	if (iow_maybe_ours(fd))
 		IOW_ADD(calls, 1);
 	return IOW_REAL(ftruncate64)(fd, len);
+}
+
+/* ---- _FORTIFY_SOURCE ---------------------------------------------------- */
+
+/* gcc -O2 -D_FORTIFY_SOURCE turns read and pread calls whose buffer size
+ * it knows into these; glibc's versions call its internal __read, past
+ * every interposer. Ours check the size as glibc does, then take the
+ * normal path. (The STDIO _chk functions work on the FILE, and our FILEs
+ * call the interposers.) */
+extern void __chk_fail(void) __attribute__((noreturn));
+
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (n > buflen)
+		__chk_fail();
+	return read(fd, buf, n);
+}
+
+ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
+{
+	if (n > buflen)
+		__chk_fail();
+	return pread(fd, buf, n, off);
+}
+
+ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_t buflen)
+{
+	if (n > buflen)
+		__chk_fail();
+	return pread64(fd, buf, n, off);
+}
+
+/* ---- kernel copies ------------------------------------------------------ */
+
+/* copy_file_range, sendfile and splice move data inside the kernel, which
+ * reads our files through its page cache (the daemon serves
+ * copy_file_range within the mount itself, from the pool). Before one
+ * reads a file of ours, its cached range is dropped as before any kernel
+ * read, so fast-path writes are seen. */
+DECL_REAL(copy_file_range);
+DECL_REAL(sendfile);
+DECL_REAL(sendfile64);
+DECL_REAL(splice);
+
+static void kcopy_in(int fd, const off64_t *off, size_t n)
+{
+	if (off)
+		kdrop_fd(fd, *off, n);
+	else
+		kdrop_fd(fd, 0, 0); /* from the file offset: the whole file */
+}
+
+static ssize_t kcopy_count(int in, int out, ssize_t r)
+{
+	if (iow_maybe_ours(in))
+		kread(r);
+	if (iow_maybe_ours(out))
+		kwrite(r);
+	return r;
+}
+
+ssize_t copy_file_range(int in, off64_t *offin, int out, off64_t *offout, size_t n, unsigned flags)
+{
+	if (!iow_maybe_ours(in) && !iow_maybe_ours(out))
+		return IOW_REAL(copy_file_range)(in, offin, out, offout, n, flags);
+	IOW_ADD(calls, 1);
+	kcopy_in(in, offin, n);
+	return kcopy_count(in, out, IOW_REAL(copy_file_range)(in, offin, out, offout, n, flags));
+}
+
+ssize_t sendfile(int out, int in, off_t *off, size_t n)
+{
+	if (!iow_maybe_ours(in) && !iow_maybe_ours(out))
+		return IOW_REAL(sendfile)(out, in, off, n);
+	IOW_ADD(calls, 1);
+	kcopy_in(in, (const off64_t *)off, n);
+	return kcopy_count(in, out, IOW_REAL(sendfile)(out, in, off, n));
+}
+
+ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
+{
+	if (!iow_maybe_ours(in) && !iow_maybe_ours(out))
+		return IOW_REAL(sendfile64)(out, in, off, n);
+	IOW_ADD(calls, 1);
+	kcopy_in(in, off, n);
+	return kcopy_count(in, out, IOW_REAL(sendfile64)(out, in, off, n));
+}
+
+ssize_t splice(int in, off64_t *offin, int out, off64_t *offout, size_t n, unsigned flags)
+{
+	if (!iow_maybe_ours(in) && !iow_maybe_ours(out))
+		return IOW_REAL(splice)(in, offin, out, offout, n, flags);
+	IOW_ADD(calls, 1);
+	kcopy_in(in, offin, n);
+	return kcopy_count(in, out, IOW_REAL(splice)(in, offin, out, offout, n, flags));
 }

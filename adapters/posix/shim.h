@@ -87,12 +87,31 @@ void iow_fdtable_atfork_prepare(void);
 void iow_fdtable_atfork_parent(void);
 void iow_fdtable_atfork_child(void);
 
+/* mmap.c: mappings of our files; while one exists the file takes the
+ * kernel path in this process. */
+extern int iow_nmaps;
+extern unsigned long iow_map_gen;
+int iow_mapped_slow(const struct iow_ofd *o);
+static inline int iow_mapped(const struct iow_ofd *o)
+{
+	return __atomic_load_n(&iow_nmaps, __ATOMIC_ACQUIRE) && iow_mapped_slow(o);
+}
+static inline unsigned long iow_map_gen_load(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return __atomic_load_n(&iow_map_gen, __ATOMIC_SEQ_CST);
+}
+void iow_maps_atfork_prepare(void);
+void iow_maps_atfork_parent(void);
+void iow_maps_atfork_child(void);
+
 /* posix.c */
 ssize_t iow_read(int fd, void *buf, size_t n);
 ssize_t iow_write(int fd, const void *buf, size_t n);
 off_t iow_lseek(int fd, off_t off, int whence);
 int iow_close(int fd);
 int iow_open_flags(const char *path, int flags, mode_t mode);
+void iow_drop_cache(int fd, off_t off, size_t n);
 
 /* stdio.c */
 FILE *iow_cookie_fopen(int fd, const char *mode);
@@ -127,10 +146,26 @@ extern int iow_nofastwrite; /* IOWARP_NOFASTWRITE set: no write hits */
 /* Go exports wrapped (main.go). */
 void iow_go_init(void);
 
-/* The real libc functions, resolved with dlsym(RTLD_NEXT). */
+/* The real libc functions, resolved with dlsym(RTLD_NEXT) by the
+ * constructor (iow_resolve_reals): dlsym is not async-signal-safe, and a
+ * signal handler may call read or write. DECL_REAL declares the pointer
+ * and registers it in the iow_reals section, which the constructor walks.
+ * A call made before our constructor ran (another library's constructor)
+ * resolves its function on the spot. */
+struct iow_real_ent {
+	const char *name;
+	void **slot;
+};
+#define DECL_REAL_T(name, type)                                                          \
+	static __typeof__(type) iow_real_##name;                                                   \
+	static struct iow_real_ent iow_ent_##name                                        \
+		__attribute__((used, section("iow_reals"), aligned(sizeof(void *)))) = { \
+			#name, (void **)&iow_real_##name}
+#define DECL_REAL(name) DECL_REAL_T(name, __typeof__(name) *)
 #define IOW_REAL(name) \
 	(*({ if (__builtin_expect(!iow_real_##name, 0)) iow_real_##name = iow_dlnext(#name); iow_real_##name; }))
 void *iow_dlnext(const char *name);
+void iow_resolve_reals(void);
 
 #pragma GCC visibility pop
 #endif

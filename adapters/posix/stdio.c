@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DECL_REAL(name) static __typeof__(name) *iow_real_##name
 DECL_REAL(fopen);
 DECL_REAL(fopen64);
 DECL_REAL(freopen);
