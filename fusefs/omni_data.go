@@ -410,6 +410,9 @@ func (p *plan) runFetch(f *fetch, j int64) {
 		f.err = err
 		return
 	}
+	// Zeroed first: staging memory is reused, and bytes a helper did not
+	// write must never be another block's (or another file's).
+	clear(st.mem[:p.ppb*omniPage])
 	n, err := g.d.o.opt.Formats.ReadTo(context.Background(), g.path, p.v, slab, st.f, 0)
 	if err == nil && n != blen {
 		err = fmt.Errorf("helper wrote %d bytes for %d: %w", n, blen, omni.ErrCorrupt)
@@ -420,7 +423,6 @@ func (p *plan) runFetch(f *fetch, j int64) {
 		return
 	}
 	g.d.o.stats.blockReads.Add(1)
-	clear(st.mem[blen : p.ppb*omniPage])
 	first := p.base + j*p.ppb
 	for i := range p.ppb {
 		// A full pool or a superseded bucket only costs the cache.
