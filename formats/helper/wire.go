@@ -19,7 +19,7 @@ const (
 	// the kernel has Landlock for that.
 	envRoot     = "IOWARP_FORMAT_HELPER_ROOT"
 	envLandlock = "IOWARP_FORMAT_HELPER_LANDLOCK"
-	maxMsg    = 64 << 10
+	maxMsg      = 64 << 10
 )
 
 // request is one datagram from the caller; a read carries the memfd.
