@@ -23,6 +23,7 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/formats/helper"
 	"github.com/iowarp/iowarp/formats/omni"
 )
 
@@ -254,7 +255,7 @@ func (d *dataset) load(st *unix.Stat_t, old *generation) *generation {
 	g.path, g.err = d.prepare(st)
 	if g.err == nil {
 		o.stats.opens.Add(1)
-		g.ds, g.err = o.opt.Formats.Open(context.Background(), g.path)
+		g.ds, g.err = o.opt.Formats.Open(d.confined(), g.path)
 	}
 	if g.err == nil {
 		g.bucket, g.err = o.opt.Pool.Bucket(bucket, bufferpool.BucketOptions{PageSize: omniPage})
@@ -301,6 +302,39 @@ func (d *dataset) prepare(st *unix.Stat_t) (string, error) {
 		}
 	}
 	return filepath.Join(fsys.Root(), d.rel), nil
+}
+
+// root is the directory the helpers reading d are confined to: the
+// backing store, or the mount in Scratch mode; the source's directory
+// for a file outside the mount.
+func (d *dataset) root() string {
+	switch {
+	case d.rel == "":
+		return filepath.Dir(d.abs)
+	case d.o.throughMount():
+		return d.o.mountDir
+	}
+	return d.o.m.fs.Root()
+}
+
+// confined is the context of the helper requests that read d's own
+// bytes (its schema and the data stored in it), which every user the
+// kernel lets see the view may read (the views mirror the source's
+// owner and mode; the mount uses default_permissions): they run as the
+// daemon, confined to root, and are shared.
+func (d *dataset) confined() context.Context {
+	return helper.WithAs(context.Background(), helper.As{Root: d.root()})
+}
+
+// asCaller is the context of a helper request made for the FUSE caller
+// of ctx: data stored in other files (external storage, virtual
+// datasets) is read with the caller's credentials, never shared.
+func (d *dataset) asCaller(ctx context.Context) (context.Context, error) {
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return nil, fmt.Errorf("no caller for a read of data in other files: %w", syscall.EACCES)
+	}
+	return helper.WithAs(ctx, helper.As{Set: true, Uid: c.Uid, Gid: c.Gid, Groups: groupsOf(c.Pid), Root: d.root()}), nil
 }
 
 // throughMount reports whether helpers read the mount's files through
@@ -398,6 +432,8 @@ func omniErrno(err error) syscall.Errno {
 		return errno
 	case errors.Is(err, omni.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		return syscall.ENOENT
+	case errors.Is(err, fs.ErrPermission):
+		return syscall.EACCES
 	case errors.Is(err, context.Canceled):
 		return syscall.EINTR
 	}

@@ -81,6 +81,12 @@ func newOMNIMount(t *testing.T) *omniMount {
 // newOMNIMountMode is newOMNIMount in the given mode.
 func newOMNIMountMode(t *testing.T, mode files.Mode) *omniMount {
 	t.Helper()
+	return newOMNIMountOpts(t, mode, false)
+}
+
+// newOMNIMountOpts is newOMNIMountMode, with allow_other when allowOther.
+func newOMNIMountOpts(t *testing.T, mode files.Mode, allowOther bool) *omniMount {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("mounting needs root")
 	}
@@ -110,7 +116,7 @@ func newOMNIMountMode(t *testing.T, mode files.Mode) *omniMount {
 	t.Cleanup(func() { fsys.Close() })
 	om.fmts = helper.New(helper.Options{Size: 2, Deadline: omniHelperDeadline})
 	t.Cleanup(func() { om.fmts.Close() })
-	om.srv, err = Mount(om.dir, fsys, Options{OMNI: &OMNIOptions{
+	om.srv, err = Mount(om.dir, fsys, Options{AllowOther: allowOther, OMNI: &OMNIOptions{
 		Formats: om.fmts, Pool: pool, Registry: om.registry, BlockSize: 64 << 10, Logf: om.logf,
 	}})
 	if err != nil {
