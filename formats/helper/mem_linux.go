@@ -71,8 +71,8 @@ func confine(limit uint64) {
 }
 
 // DefaultMemoryLimit is a helper's address-space limit when Options has
-// none: an eighth of the machine's memory, at least 2 GiB (the Go
-// runtime, libhdf5 and their thread arenas reserve some hundreds of MiB
+// none: an eighth of the machine's memory, at least 4 GiB (an idle
+// helper's Go runtime, libraries and malloc arenas reserve about 1 GiB
 // of address space) and at most 16 GiB. A file that makes libhdf5
 // allocate past it fails its allocation (EIO, the helper retired), and
 // Size helpers at once stay well inside the node.
@@ -81,7 +81,7 @@ func DefaultMemoryLimit() uint64 {
 	if unix.Sysinfo(&si) != nil {
 		return 4 << 30
 	}
-	return min(max(uint64(si.Totalram)*uint64(si.Unit)/8, 2<<30), 16<<30)
+	return min(max(uint64(si.Totalram)*uint64(si.Unit)/8, 4<<30), 16<<30)
 }
 
 // landlockRules are what a confined helper may read: below root, the

@@ -236,7 +236,10 @@ func (p *Pool) spawn(a As) (*proc, error) {
 // names are looked up next to the file, never in the helper's cwd.
 func (p *Pool) env(a As) []string {
 	env := append(os.Environ(), envHelper+"=1", fmt.Sprintf("%s=%d", envMemory, p.opt.MemoryLimit),
-		"HDF5_USE_FILE_LOCKING=FALSE", "HDF5_EXTFILE_PREFIX=${ORIGIN}", "HDF5_VDS_PREFIX=${ORIGIN}")
+		"HDF5_USE_FILE_LOCKING=FALSE", "HDF5_EXTFILE_PREFIX=${ORIGIN}", "HDF5_VDS_PREFIX=${ORIGIN}",
+		// glibc's per-thread arenas reserve 64 MiB of address space
+		// each: without a cap they, not the data, meet MemoryLimit.
+		"MALLOC_ARENA_MAX=2")
 	if a.Root != "" {
 		env = append(env, envRoot+"="+a.Root)
 		if p.landlock() == nil {
