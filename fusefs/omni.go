@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/sirupsen/logrus"
@@ -60,6 +61,12 @@ type OMNIOptions struct {
 	// Logf logs failures of the views (default logrus.Warnf), one line
 	// each; the Formats should not log them again.
 	Logf func(format string, args ...any)
+	// RetryAfter is how long a failed open or block read is remembered
+	// (answered at once with its error) before a helper tries again,
+	// when the source did not change (0 = 30s). A crafted file costs
+	// one helper request per RetryAfter; a helper that failed for a
+	// passing reason (a deadline on a loaded node) is not final.
+	RetryAfter time.Duration
 }
 
 // OMNIStats counts what the views did; for tests and `iowarp stat`.
@@ -106,6 +113,9 @@ func newOMNI(m *mount, dir string, opt *OMNIOptions) *omniFS {
 	}
 	if o.opt.Logf == nil {
 		o.opt.Logf = logrus.Warnf
+	}
+	if o.opt.RetryAfter <= 0 {
+		o.opt.RetryAfter = 30 * time.Second
 	}
 	return o
 }
@@ -201,7 +211,7 @@ func (d *dataset) lstat() (unix.Stat_t, error) {
 // current returns the generation for the source as it is now, loading a
 // new one (in a helper) when it changed. A failed open is remembered for
 // its generation: a malformed file costs one helper request, not one per
-// lookup, until the file changes.
+// lookup, until the file changes or RetryAfter passed.
 func (d *dataset) current() (*generation, error) {
 	st, err := d.lstat()
 	if err != nil {
@@ -210,7 +220,7 @@ func (d *dataset) current() (*generation, error) {
 	s := stampOf(&st)
 	d.mu.Lock()
 	for {
-		if g := d.gen; g != nil && g.st == s {
+		if g := d.gen; g != nil && g.st == s && (g.err == nil || time.Now().Before(g.retryAt)) {
 			d.mu.Unlock()
 			return g, g.err
 		}
@@ -262,6 +272,7 @@ func (d *dataset) load(st *unix.Stat_t, old *generation) *generation {
 	}
 	if g.err != nil {
 		g.err = fmt.Errorf("open %s: %w", d.name(), g.err)
+		g.retryAt = time.Now().Add(o.opt.RetryAfter)
 		o.logf(g.err)
 	}
 	return g
@@ -388,14 +399,15 @@ func (o *omniFS) logf(err error) {
 // the helpers read and the pool bucket holding the blocks read so far.
 // It is immutable once loaded, except for plans and fetches.
 type generation struct {
-	d      *dataset
-	st     stamp
-	stat   unix.Stat_t
-	path   string
-	ds     *omni.Dataset
-	err    error
-	dead   atomic.Bool // superseded: its bucket is gone
-	bucket *bufferpool.Bucket
+	d       *dataset
+	st      stamp
+	stat    unix.Stat_t
+	path    string
+	ds      *omni.Dataset
+	err     error
+	retryAt time.Time   // when a failed open (err) is tried again
+	dead    atomic.Bool // superseded: its bucket is gone
+	bucket  *bufferpool.Bucket
 
 	mu sync.Mutex
 	// plans are the resolved views by group and view name; nextPage is

@@ -2,16 +2,23 @@ package fusefs
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/formats/helper"
+	"github.com/iowarp/iowarp/formats/omni"
 )
 
 // testUser returns the uid and gid of a second user, created if needed.
@@ -68,7 +75,7 @@ with h5py.File(secret_h5, "w") as f:
 func TestOMNIForeignSources(t *testing.T) {
 	py := omniPython(t)
 	uid, gid := testUser(t)
-	om := newOMNIMountOpts(t, files.Writeback, true)
+	om := newOMNIMountWith(t, omniConfig{mode: files.Writeback, allowOther: true})
 	base := filepath.Dir(om.dir)
 	for _, d := range []string{base, filepath.Dir(base)} {
 		os.Chmod(d, 0o755) // t.TempDir is 0700: the helper of uid must reach the backing store
@@ -121,5 +128,45 @@ func TestOMNIForeignSources(t *testing.T) {
 	// refused whoever asks.
 	if b, err := os.ReadFile(data("ext_abs.h5")); err == nil || bytes.Contains(b, secret[:4]) {
 		t.Errorf("root reading ext_abs.h5: %v, %d bytes", err, len(b))
+	}
+}
+
+// flakyFormats fails the first open it is asked for, as a helper that
+// missed its deadline on a loaded node does.
+type flakyFormats struct {
+	Formats
+	opens atomic.Int32
+}
+
+func (f *flakyFormats) Open(ctx context.Context, path string) (*omni.Dataset, error) {
+	if f.opens.Add(1) == 1 {
+		return nil, fmt.Errorf("open %s: %w", path, helper.ErrTimeout)
+	}
+	return f.Formats.Open(ctx, path)
+}
+
+// TestOMNIRetryFailedOpen: a failed open is answered from memory for
+// RetryAfter, then tried again although the file did not change.
+func TestOMNIRetryFailedOpen(t *testing.T) {
+	py := omniPython(t)
+	const retry = 300 * time.Millisecond
+	ff := &flakyFormats{}
+	om := newOMNIMountWith(t, omniConfig{mode: files.Writeback, retryAfter: retry,
+		wrap: func(f Formats) Formats { ff.Formats = f; return ff }})
+	write := `import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f["x"] = np.arange(10, dtype="i4")
+`
+	if out, err := exec.Command(py, "-c", write, filepath.Join(om.dir, "r.h5")).CombinedOutput(); err != nil {
+		t.Fatalf("h5py: %v\n%s", err, out)
+	}
+	data := filepath.Join(om.dir, ".omni", "r.h5", "x", "data")
+	if _, err := os.ReadFile(data); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("first read: %v, want EIO", err)
+	}
+	time.Sleep(retry + 100*time.Millisecond)
+	b, err := os.ReadFile(data)
+	if err != nil || len(b) != 40 {
+		t.Fatalf("read after RetryAfter: %v, %d bytes", err, len(b))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/iowarp/iowarp/formats/omni"
 )
@@ -48,8 +49,14 @@ type plan struct {
 
 	failMu sync.Mutex
 	// failed remembers blocks a helper could not read in this generation,
-	// so a bad chunk costs one request and one log line.
-	failed map[int64]error
+	// so a bad chunk costs one request and one log line per RetryAfter.
+	failed map[int64]failure
+}
+
+// failure is a failed block read and when it may be tried again.
+type failure struct {
+	err     error
+	retryAt time.Time
 }
 
 // plan resolves the view name in group (a variable, a slice or a
@@ -475,7 +482,11 @@ func (p *plan) runFetch(f *fetch, j int64) {
 func (p *plan) failure(j int64) error {
 	p.failMu.Lock()
 	defer p.failMu.Unlock()
-	return p.failed[j]
+	f, ok := p.failed[j]
+	if !ok || time.Now().After(f.retryAt) {
+		return nil
+	}
+	return f.err
 }
 
 // fail records and logs the failure of block j.
@@ -484,9 +495,9 @@ func (p *plan) fail(j int64, err error) error {
 	err = fmt.Errorf("read %s%v of %s: %w", p.v.Path, slab.Start, p.g.d.name(), err)
 	p.failMu.Lock()
 	if p.failed == nil {
-		p.failed = map[int64]error{}
+		p.failed = map[int64]failure{}
 	}
-	p.failed[j] = err
+	p.failed[j] = failure{err, time.Now().Add(p.g.d.o.opt.RetryAfter)}
 	p.failMu.Unlock()
 	p.g.d.o.logf(err)
 	return err
