@@ -832,6 +832,15 @@ func readAttr(aid C.hid_t) (omni.Attribute, bool, error) {
 		return omni.Attribute{}, false, nil
 	}
 	a := omni.Attribute{Name: name, Type: t}
+	if n := npts * int64(t.Size()); t != omni.String && n > omni.MaxAttrBytes {
+		// Not read: the views would leave it out anyway (omni.CapAttrs).
+		a.Type = stringIfFixed(t)
+		a.Value, a.Omitted = []string{}, n
+		if !a.Type.IsString() {
+			a.Value = nil
+		}
+		return a, true, nil
+	}
 	var err error
 	switch {
 	case t == omni.String:
@@ -846,6 +855,13 @@ func readAttr(aid C.hid_t) (omni.Attribute, bool, error) {
 		return omni.Attribute{}, false, fmt.Errorf("attribute %s: %w", name, err)
 	}
 	return a, true, nil
+}
+
+func stringIfFixed(t omni.DType) omni.DType {
+	if t.IsString() {
+		return omni.String
+	}
+	return t
 }
 
 func attrNumbers(aid, tid C.hid_t, t omni.DType, n int64) (any, error) {

@@ -221,3 +221,38 @@ func TestMemoryBound(t *testing.T) {
 		t.Fatalf("next read: %v % x", err, b)
 	}
 }
+
+// TestBigAttribute: a 10 MB attribute does not reach the caller: its
+// value is left out (Omitted says its size), the small ones stay, and
+// the schema the daemon holds is small.
+func TestBigAttribute(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "attr.h5")
+	fixture.Run(t, `import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w", libver="latest") as f:
+    f.attrs["big"] = "x" * 10_000_000
+    f.attrs["wide"] = np.zeros(500_000)
+    f.attrs["title"] = "small"
+    f["v"] = np.arange(3)
+`, f)
+	p := newPool(t, 20*time.Second)
+	ds, err := p.Open(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]omni.Attribute{}
+	for _, a := range ds.Root.Attrs {
+		got[a.Name] = a
+	}
+	if a := got["big"]; a.Omitted < 10_000_000 || a.Len() != 0 {
+		t.Errorf("big: omitted %d, %d values", a.Omitted, a.Len())
+	}
+	if a := got["wide"]; a.Omitted != 4_000_000 || a.Len() != 0 {
+		t.Errorf("wide: omitted %d, %d values", a.Omitted, a.Len())
+	}
+	if a := got["title"]; a.String() != "small" {
+		t.Errorf("title: %q", a.String())
+	}
+	if b, _ := ds.Schema(); len(b) > 64<<10 {
+		t.Errorf("schema of %d bytes", len(b))
+	}
+}

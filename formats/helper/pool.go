@@ -348,6 +348,11 @@ func (p *Pool) fail(ctx context.Context, pr *proc, req *request, cause error) er
 	return err
 }
 
+// maxSchema bounds the schema a helper may send (its attributes are
+// capped by omni.CapAttrs; the rest is one entry per variable, group and
+// dimension, bounded by the readers).
+const maxSchema = 256 << 20
+
 // Open opens the dataset at path in a helper and returns its schema.
 func (p *Pool) Open(ctx context.Context, path string) (*omni.Dataset, error) {
 	resp, f, err := p.call(ctx, &request{Op: "open", Path: path}, nil)
@@ -358,7 +363,7 @@ func (p *Pool) Open(ctx context.Context, path string) (*omni.Dataset, error) {
 		return nil, fmt.Errorf("open %s: helper sent no schema: %w", path, omni.ErrInvalid)
 	}
 	defer f.Close()
-	if resp.Size < 0 || resp.Size > 1<<30 {
+	if resp.Size < 0 || resp.Size > maxSchema {
 		return nil, fmt.Errorf("open %s: schema of %d bytes: %w", path, resp.Size, omni.ErrInvalid)
 	}
 	b := make([]byte, resp.Size)

@@ -14,7 +14,7 @@ import (
 
 	// The drivers a helper serves.
 	"github.com/iowarp/iowarp/formats/hdf5"
-	_ "github.com/iowarp/iowarp/formats/netcdf"
+	"github.com/iowarp/iowarp/formats/netcdf"
 	_ "github.com/iowarp/iowarp/formats/tabular"
 	_ "github.com/iowarp/iowarp/formats/zarr"
 )
@@ -97,9 +97,11 @@ func serve(f *os.File) int {
 	}
 }
 
-// handle answers one request. A failed request retires the helper: the
-// library may have failed half-way (libhdf5 keeps free lists, caches and
-// half-closed files across files) and must not serve another file.
+// handle answers one request. A request that failed in a format library
+// retires the helper: the library may have failed half-way (libhdf5
+// keeps free lists, caches and half-closed files across files) and must
+// not serve another file. Failures checked before any library call (no
+// such variable, a selection out of range, no such file) do not.
 func (s *server) handle(req *request, fd *os.File) (*response, *os.File) {
 	if req.Uid != nil && uint32(os.Getuid()) != *req.Uid {
 		err := fmt.Errorf("request for uid %d in a helper of uid %d: %w", *req.Uid, os.Getuid(), os.ErrPermission)
@@ -107,9 +109,23 @@ func (s *server) handle(req *request, fd *os.File) (*response, *os.File) {
 	}
 	resp, out, err := s.do(req, fd)
 	if err != nil {
-		return &response{Err: err.Error(), Kind: kindOf(err), Retire: true}, nil
+		return &response{Err: err.Error(), Kind: kindOf(err), Retire: tainted(err)}, nil
 	}
 	return resp, out
+}
+
+// tainted reports whether err may have left a library in a bad state:
+// anything but the checks made before calling one.
+func tainted(err error) bool {
+	if errors.Is(err, hdf5.ErrLibrary) || errors.Is(err, netcdf.ErrLibrary) {
+		return true
+	}
+	for _, clean := range []error{omni.ErrNotFound, omni.ErrInvalid, os.ErrNotExist, os.ErrPermission} {
+		if errors.Is(err, clean) {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *server) do(req *request, fd *os.File) (*response, *os.File, error) {
@@ -164,6 +180,7 @@ func (s *server) open(req *request) (*response, *os.File, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	omni.CapAttrs(r.Dataset())
 	schema, err := r.Dataset().Schema()
 	if err != nil {
 		return nil, nil, err
