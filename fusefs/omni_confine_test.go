@@ -170,3 +170,36 @@ with h5py.File(sys.argv[1], "w") as f:
 		t.Fatalf("read after RetryAfter: %v, %d bytes", err, len(b))
 	}
 }
+
+// TestOMNIPrecisionAfterOtherFile: an int32 dataset of 8 significant
+// bits reads through .omni equal to h5py right after another file's
+// block went through the same staging memory (which kept that file's
+// bytes where the helper wrote a 1-byte type).
+func TestOMNIPrecisionAfterOtherFile(t *testing.T) {
+	py := omniPython(t)
+	om := newOMNIMount(t)
+	script := `import sys, h5py, numpy as np
+t = h5py.h5t.STD_I32LE.copy()
+t.set_precision(8)
+v = (np.arange(1000) % 200 - 100).astype("i4")
+with h5py.File(sys.argv[1], "w") as f:
+    d = h5py.h5d.create(f.id, b"x", t, h5py.h5s.create_simple((1000,)))
+    d.write(h5py.h5s.ALL, h5py.h5s.ALL, v)
+with h5py.File(sys.argv[2], "w") as f:
+    f["x"] = np.full(1000, 0x7b7b7b7b, dtype="i4")
+with h5py.File(sys.argv[1]) as f:
+    sys.stdout.buffer.write(f["x"][()].astype("<i4").tobytes())
+`
+	want, err := exec.Command(py, "-c", script, filepath.Join(om.dir, "p8.h5"), filepath.Join(om.dir, "other.h5")).Output()
+	if err != nil || len(want) != 4000 {
+		t.Fatalf("h5py: %v (%d bytes)", err, len(want))
+	}
+	view := func(f string) string { return filepath.Join(om.dir, ".omni", f, "x", "data") }
+	if b, err := os.ReadFile(view("other.h5")); err != nil || len(b) != 4000 {
+		t.Fatalf("other.h5: %v", err)
+	}
+	got, err := os.ReadFile(view("p8.h5"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("p8.h5: %v; % x…, h5py % x…", err, got[:min(len(got), 16)], want[:16])
+	}
+}
