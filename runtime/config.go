@@ -44,6 +44,9 @@ type Config struct {
 	Passthrough      bool
 	ControlDir       string   // "" = control.DefaultDir()
 	Modules          []string // module plugins (.so) loaded at start (config_modules.go)
+	// FormatHelperMemory is each format helper's address-space limit in
+	// bytes (0 = formats/helper's default).
+	FormatHelperMemory int64
 
 	// lines maps a key path ("tiers[1].capacity") to its line in File, so
 	// that Validate can point at the offending line.
