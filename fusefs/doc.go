@@ -121,7 +121,23 @@
 // buffer) and kept as clean pages of the page bucket "omni:<path>" in the
 // pool: a second read is served from the pool without a helper, and the
 // pool may evict them like any clean page. A reader moving forward keeps
-// the helpers busy on the next two blocks.
+// the helpers busy on the next two blocks. Staging memory is zeroed
+// before each helper request, and a block the helper did not fill to
+// its length fails (EIO).
+//
+// Who reads: helpers are confined to the dataset's root (the backing
+// store; the mount in Scratch mode; the source's directory for an
+// assimilated file outside the mount; formats/helper.As.Root). The
+// source's own bytes (schema, data stored in it) are read by helpers of
+// the daemon's identity and shared, since the kernel lets only users
+// who may read the source see its views. Variables whose data lives in
+// other files (HDF5 external storage, virtual datasets: Variable.External)
+// are read by a helper running as the FUSE caller (uid, gid, groups),
+// uncached and unshared, and their sources must lie inside the root;
+// elsewhere the read is EACCES or EIO. Coordinate filters and string
+// variables of such data are not served. Attribute values over 1 MiB
+// are left out of the schema the daemon holds (omni.CapAttrs); their
+// attrs/<name> says so.
 //
 // Coherence: each dataset has a generation keyed by the source's inode,
 // size, mtime and mode (files.FS.Lstat, which sees unflushed writes).
@@ -146,7 +162,9 @@
 //
 // Failures: a failed open or block read is logged once (one line, with
 // the helper's last words when it crashed or timed out), remembered for
-// the generation (no second helper request) and answered EIO. No lock is
+// the generation for OMNIOptions.RetryAfter (no second helper request
+// until then, or until the source changes) and answered EIO (EACCES for
+// a permission error). No lock is
 // held while a helper works. omniFS.mu, dataset.mu and generation.mu are
 // each taken alone, inside nothing.
 //

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/sirupsen/logrus"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/formats/helper"
 	"github.com/iowarp/iowarp/formats/omni"
 )
 
@@ -59,6 +61,12 @@ type OMNIOptions struct {
 	// Logf logs failures of the views (default logrus.Warnf), one line
 	// each; the Formats should not log them again.
 	Logf func(format string, args ...any)
+	// RetryAfter is how long a failed open or block read is remembered
+	// (answered at once with its error) before a helper tries again,
+	// when the source did not change (0 = 30s). A crafted file costs
+	// one helper request per RetryAfter; a helper that failed for a
+	// passing reason (a deadline on a loaded node) is not final.
+	RetryAfter time.Duration
 }
 
 // OMNIStats counts what the views did; for tests and `iowarp stat`.
@@ -105,6 +113,9 @@ func newOMNI(m *mount, dir string, opt *OMNIOptions) *omniFS {
 	}
 	if o.opt.Logf == nil {
 		o.opt.Logf = logrus.Warnf
+	}
+	if o.opt.RetryAfter <= 0 {
+		o.opt.RetryAfter = 30 * time.Second
 	}
 	return o
 }
@@ -200,7 +211,7 @@ func (d *dataset) lstat() (unix.Stat_t, error) {
 // current returns the generation for the source as it is now, loading a
 // new one (in a helper) when it changed. A failed open is remembered for
 // its generation: a malformed file costs one helper request, not one per
-// lookup, until the file changes.
+// lookup, until the file changes or RetryAfter passed.
 func (d *dataset) current() (*generation, error) {
 	st, err := d.lstat()
 	if err != nil {
@@ -209,7 +220,7 @@ func (d *dataset) current() (*generation, error) {
 	s := stampOf(&st)
 	d.mu.Lock()
 	for {
-		if g := d.gen; g != nil && g.st == s {
+		if g := d.gen; g != nil && g.st == s && (g.err == nil || time.Now().Before(g.retryAt)) {
 			d.mu.Unlock()
 			return g, g.err
 		}
@@ -254,13 +265,14 @@ func (d *dataset) load(st *unix.Stat_t, old *generation) *generation {
 	g.path, g.err = d.prepare(st)
 	if g.err == nil {
 		o.stats.opens.Add(1)
-		g.ds, g.err = o.opt.Formats.Open(context.Background(), g.path)
+		g.ds, g.err = o.opt.Formats.Open(d.confined(), g.path)
 	}
 	if g.err == nil {
 		g.bucket, g.err = o.opt.Pool.Bucket(bucket, bufferpool.BucketOptions{PageSize: omniPage})
 	}
 	if g.err != nil {
 		g.err = fmt.Errorf("open %s: %w", d.name(), g.err)
+		g.retryAt = time.Now().Add(o.opt.RetryAfter)
 		o.logf(g.err)
 	}
 	return g
@@ -301,6 +313,39 @@ func (d *dataset) prepare(st *unix.Stat_t) (string, error) {
 		}
 	}
 	return filepath.Join(fsys.Root(), d.rel), nil
+}
+
+// root is the directory the helpers reading d are confined to: the
+// backing store, or the mount in Scratch mode; the source's directory
+// for a file outside the mount.
+func (d *dataset) root() string {
+	switch {
+	case d.rel == "":
+		return filepath.Dir(d.abs)
+	case d.o.throughMount():
+		return d.o.mountDir
+	}
+	return d.o.m.fs.Root()
+}
+
+// confined is the context of the helper requests that read d's own
+// bytes (its schema and the data stored in it), which every user the
+// kernel lets see the view may read (the views mirror the source's
+// owner and mode; the mount uses default_permissions): they run as the
+// daemon, confined to root, and are shared.
+func (d *dataset) confined() context.Context {
+	return helper.WithAs(context.Background(), helper.As{Root: d.root()})
+}
+
+// asCaller is the context of a helper request made for the FUSE caller
+// of ctx: data stored in other files (external storage, virtual
+// datasets) is read with the caller's credentials, never shared.
+func (d *dataset) asCaller(ctx context.Context) (context.Context, error) {
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return nil, fmt.Errorf("no caller for a read of data in other files: %w", syscall.EACCES)
+	}
+	return helper.WithAs(ctx, helper.As{Set: true, Uid: c.Uid, Gid: c.Gid, Groups: groupsOf(c.Pid), Root: d.root()}), nil
 }
 
 // throughMount reports whether helpers read the mount's files through
@@ -354,14 +399,15 @@ func (o *omniFS) logf(err error) {
 // the helpers read and the pool bucket holding the blocks read so far.
 // It is immutable once loaded, except for plans and fetches.
 type generation struct {
-	d      *dataset
-	st     stamp
-	stat   unix.Stat_t
-	path   string
-	ds     *omni.Dataset
-	err    error
-	dead   atomic.Bool // superseded: its bucket is gone
-	bucket *bufferpool.Bucket
+	d       *dataset
+	st      stamp
+	stat    unix.Stat_t
+	path    string
+	ds      *omni.Dataset
+	err     error
+	retryAt time.Time   // when a failed open (err) is tried again
+	dead    atomic.Bool // superseded: its bucket is gone
+	bucket  *bufferpool.Bucket
 
 	mu sync.Mutex
 	// plans are the resolved views by group and view name; nextPage is
@@ -398,6 +444,8 @@ func omniErrno(err error) syscall.Errno {
 		return errno
 	case errors.Is(err, omni.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		return syscall.ENOENT
+	case errors.Is(err, fs.ErrPermission):
+		return syscall.EACCES
 	case errors.Is(err, context.Canceled):
 		return syscall.EINTR
 	}

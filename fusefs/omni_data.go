@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/iowarp/iowarp/formats/omni"
 )
@@ -48,8 +49,14 @@ type plan struct {
 
 	failMu sync.Mutex
 	// failed remembers blocks a helper could not read in this generation,
-	// so a bad chunk costs one request and one log line.
-	failed map[int64]error
+	// so a bad chunk costs one request and one log line per RetryAfter.
+	failed map[int64]failure
+}
+
+// failure is a failed block read and when it may be tried again.
+type failure struct {
+	err     error
+	retryAt time.Time
 }
 
 // plan resolves the view name in group (a variable, a slice or a
@@ -98,7 +105,10 @@ func (g *generation) plan(group, name string) (*plan, error) {
 
 // readCoord reads a coordinate variable for a coordinate filter.
 func (g *generation) readCoord(c *omni.Variable) ([]byte, error) {
-	return g.d.o.opt.Formats.ReadAll(context.Background(), g.path, c)
+	if c.External {
+		return nil, fmt.Errorf("coordinate %s is stored in other files: %w", c.Path, omni.ErrNotSupported)
+	}
+	return g.d.o.opt.Formats.ReadAll(g.d.confined(), g.path, c)
 }
 
 // readStrings reads a variable-length string selection whole and keeps
@@ -107,7 +117,10 @@ func (p *plan) readStrings() error {
 	if p.v.Len() > maxStringElems {
 		return fmt.Errorf("%s: %d strings: %w", p.v.Path, p.v.Len(), omni.ErrNotSupported)
 	}
-	raw, err := p.g.d.o.opt.Formats.ReadAll(context.Background(), p.g.path, p.v)
+	if p.v.External {
+		return fmt.Errorf("%s: strings stored in other files: %w", p.v.Path, omni.ErrNotSupported)
+	}
+	raw, err := p.g.d.o.opt.Formats.ReadAll(p.g.d.confined(), p.g.path, p.v)
 	if err != nil {
 		return fmt.Errorf("read %s of %s: %w", p.v.Path, p.g.d.name(), err)
 	}
@@ -281,6 +294,9 @@ func (p *plan) readAt(ctx context.Context, dst []byte, off int64, c *cursor) (in
 // readBlock reads buf at in of block j: from the pool, else by a fetch
 // (shared with concurrent readers of the same block).
 func (p *plan) readBlock(ctx context.Context, j, in int64, buf []byte, c *cursor) error {
+	if p.v.External {
+		return p.readPrivate(ctx, j, in, buf)
+	}
 	err := p.readBlockData(ctx, j, in, buf)
 	if c != nil && err == nil {
 		// A reader moving forward block by block: keep the helpers busy
@@ -314,6 +330,38 @@ func (p *plan) readBlockData(ctx context.Context, j, in int64, buf []byte) error
 		return f.err
 	}
 	copy(buf, f.data[in:])
+	return nil
+}
+
+// readPrivate reads buf at in of block j through a helper running as the
+// caller, for data stored in other files: such a read is neither cached
+// nor shared, since what it may read depends on who asks.
+func (p *plan) readPrivate(ctx context.Context, j, in int64, buf []byte) error {
+	g := p.g
+	if err := g.fresh(); err != nil {
+		return err
+	}
+	actx, err := g.d.asCaller(ctx)
+	if err != nil {
+		return err
+	}
+	slab, _, blen := p.block(j)
+	st, err := g.d.o.staging.get(p.ppb * omniPage)
+	if err != nil {
+		return err
+	}
+	defer g.d.o.staging.put(st)
+	clear(st.mem[:p.ppb*omniPage])
+	n, err := g.d.o.opt.Formats.ReadTo(actx, g.path, p.v, slab, st.f, 0)
+	if err == nil && n != blen {
+		err = fmt.Errorf("helper wrote %d bytes for %d: %w", n, blen, omni.ErrCorrupt)
+	}
+	if err != nil {
+		err = fmt.Errorf("read %s%v of %s: %w", p.v.Path, slab.Start, g.d.name(), err)
+		g.d.o.logf(err)
+		return err
+	}
+	copy(buf, st.mem[in:blen])
 	return nil
 }
 
@@ -410,7 +458,10 @@ func (p *plan) runFetch(f *fetch, j int64) {
 		f.err = err
 		return
 	}
-	n, err := g.d.o.opt.Formats.ReadTo(context.Background(), g.path, p.v, slab, st.f, 0)
+	// Zeroed first: staging memory is reused, and bytes a helper did not
+	// write must never be another block's (or another file's).
+	clear(st.mem[:p.ppb*omniPage])
+	n, err := g.d.o.opt.Formats.ReadTo(g.d.confined(), g.path, p.v, slab, st.f, 0)
 	if err == nil && n != blen {
 		err = fmt.Errorf("helper wrote %d bytes for %d: %w", n, blen, omni.ErrCorrupt)
 	}
@@ -420,7 +471,6 @@ func (p *plan) runFetch(f *fetch, j int64) {
 		return
 	}
 	g.d.o.stats.blockReads.Add(1)
-	clear(st.mem[blen : p.ppb*omniPage])
 	first := p.base + j*p.ppb
 	for i := range p.ppb {
 		// A full pool or a superseded bucket only costs the cache.
@@ -432,7 +482,11 @@ func (p *plan) runFetch(f *fetch, j int64) {
 func (p *plan) failure(j int64) error {
 	p.failMu.Lock()
 	defer p.failMu.Unlock()
-	return p.failed[j]
+	f, ok := p.failed[j]
+	if !ok || time.Now().After(f.retryAt) {
+		return nil
+	}
+	return f.err
 }
 
 // fail records and logs the failure of block j.
@@ -441,9 +495,9 @@ func (p *plan) fail(j int64, err error) error {
 	err = fmt.Errorf("read %s%v of %s: %w", p.v.Path, slab.Start, p.g.d.name(), err)
 	p.failMu.Lock()
 	if p.failed == nil {
-		p.failed = map[int64]error{}
+		p.failed = map[int64]failure{}
 	}
-	p.failed[j] = err
+	p.failed[j] = failure{err, time.Now().Add(p.g.d.o.opt.RetryAfter)}
 	p.failMu.Unlock()
 	p.g.d.o.logf(err)
 	return err

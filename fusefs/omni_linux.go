@@ -84,6 +84,26 @@ func (s *stagingPool) close() {
 	}
 }
 
+// groupsOf returns the supplementary groups of thread tid (nil when it
+// is gone: the request then runs with its uid and gid alone).
+func groupsOf(tid uint32) []uint32 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(tid)) + "/status")
+	if err != nil {
+		return nil
+	}
+	var out []uint32
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("Groups:")); ok {
+			for _, f := range bytes.Fields(v) {
+				if g, err := strconv.ParseUint(string(f), 10, 32); err == nil {
+					out = append(out, uint32(g))
+				}
+			}
+		}
+	}
+	return out
+}
+
 // tgid returns the process (thread group) id of thread tid.
 func tgid(tid int) (int, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")

@@ -81,6 +81,21 @@ func newOMNIMount(t *testing.T) *omniMount {
 // newOMNIMountMode is newOMNIMount in the given mode.
 func newOMNIMountMode(t *testing.T, mode files.Mode) *omniMount {
 	t.Helper()
+	return newOMNIMountWith(t, omniConfig{mode: mode})
+}
+
+// omniConfig varies the test mount.
+type omniConfig struct {
+	mode       files.Mode
+	allowOther bool
+	retryAfter time.Duration
+	wrap       func(Formats) Formats // around the helper pool
+}
+
+// newOMNIMountWith is newOMNIMountMode as c says.
+func newOMNIMountWith(t *testing.T, c omniConfig) *omniMount {
+	t.Helper()
+	mode := c.mode
 	if os.Geteuid() != 0 {
 		t.Skip("mounting needs root")
 	}
@@ -110,8 +125,12 @@ func newOMNIMountMode(t *testing.T, mode files.Mode) *omniMount {
 	t.Cleanup(func() { fsys.Close() })
 	om.fmts = helper.New(helper.Options{Size: 2, Deadline: omniHelperDeadline})
 	t.Cleanup(func() { om.fmts.Close() })
-	om.srv, err = Mount(om.dir, fsys, Options{OMNI: &OMNIOptions{
-		Formats: om.fmts, Pool: pool, Registry: om.registry, BlockSize: 64 << 10, Logf: om.logf,
+	var fmts Formats = om.fmts
+	if c.wrap != nil {
+		fmts = c.wrap(fmts)
+	}
+	om.srv, err = Mount(om.dir, fsys, Options{AllowOther: c.allowOther, OMNI: &OMNIOptions{
+		Formats: fmts, Pool: pool, Registry: om.registry, BlockSize: 64 << 10, Logf: om.logf, RetryAfter: c.retryAfter,
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -46,6 +46,9 @@ type Config struct {
 	ControlDir       string   // "" = control.DefaultDir()
 	Modules          []string // module plugins (.so) loaded at start (config_modules.go)
 	OOMScoreAdj      int      // the daemon's oom_score_adj (-1000..1000)
+	// FormatHelperMemory is each format helper's address-space limit in
+	// bytes (0 = formats/helper's default).
+	FormatHelperMemory int64
 
 	// lines maps a key path ("tiers[1].capacity") to its line in File, so
 	// that Validate can point at the offending line.

@@ -173,7 +173,9 @@ func TestParseErrors(t *testing.T) {
 		{"bad size", "tiers:\n  - name: ram\n    kind: ram\n    capacity: 64MiB\n  - name: nvme\n    kind: file\n    dir: /nvme\n    capacity: 12XB\n",
 			`c.yaml:8: tiers[1].capacity: "12XB" is not a size`},
 		{"unknown key", "mount: /x\nbakcing: /y\n",
-			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, flush_on_close, flushers, log_level, mode, modules, mount, no_space_wait, oom_score_adj, organizer, page_size, passthrough, placement, scratch_dir, tiers)`},
+			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, flush_on_close, flushers, format_helper_memory, log_level, mode, modules, mount, no_space_wait, oom_score_adj, organizer, page_size, passthrough, placement, scratch_dir, tiers)`},
+		{"helper memory too small", "format_helper_memory: 64MiB\n",
+			`c.yaml:1: format_helper_memory: "64MiB": 0 (the default) or at least 1GiB`},
 		{"unknown tier key", "tiers:\n  - name: r\n    kind: ram\n    size: 1G\n",
 			`c.yaml:4: tiers[0].size: unknown key (known: capacity, dir, high_watermark, kind, low_watermark, name)`},
 		{"unknown organizer key", "organizer:\n  every: 1s\n",
@@ -306,7 +308,7 @@ func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
 	for _, k := range []string{"mount:", "backing:", "mode:", "page_size:", "flush_on_close:", "flushers:",
 		"backing_bandwidth:", "no_space_wait:", "scratch_dir:", "tiers:", "high_watermark:", "low_watermark:",
 		"placement:", "organizer:", "interval:", "promote_reads:", "log_level:", "allow_other:",
-		"passthrough:", "control_dir:", "modules:"} {
+		"passthrough:", "control_dir:", "modules:", "format_helper_memory:"} {
 		if !strings.Contains(y, k) {
 			t.Errorf("default.yaml does not mention %s", k)
 		}

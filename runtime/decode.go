@@ -45,13 +45,14 @@ func (d *decoder) top(n *yaml.Node) error {
 		"tiers":             d.tiers,
 		"placement": d.enum(&c.Placement, bufferpool.PlaceMinimizeIOTime,
 			bufferpool.PlaceRoundRobin, bufferpool.PlaceRandom),
-		"organizer":     d.organizer,
-		"log_level":     d.logLevel(&c.LogLevel),
-		"allow_other":   d.boolean(&c.AllowOther),
-		"passthrough":   d.boolean(&c.Passthrough),
-		"control_dir":   d.str(&c.ControlDir),
-		"modules":       d.modules,
-		"oom_score_adj": d.integer(&c.OOMScoreAdj, -1000, 1000),
+		"organizer":            d.organizer,
+		"log_level":            d.logLevel(&c.LogLevel),
+		"allow_other":          d.boolean(&c.AllowOther),
+		"passthrough":          d.boolean(&c.Passthrough),
+		"control_dir":          d.str(&c.ControlDir),
+		"modules":              d.modules,
+		"format_helper_memory": d.bytes(&c.FormatHelperMemory),
+		"oom_score_adj":        d.integer(&c.OOMScoreAdj, -1000, 1000),
 	})
 }
 
@@ -96,6 +97,25 @@ func (d *decoder) tiers(n *yaml.Node, key string) error {
 		d.c.Tiers = append(d.c.Tiers, t)
 	}
 	return nil
+}
+
+// bytes reads a size of 0 (the default) or at least 1 GiB.
+func (d *decoder) bytes(p *int64) field {
+	return func(n *yaml.Node, key string) error {
+		s, err := d.scalar(n, key)
+		if err != nil {
+			return err
+		}
+		v, err := ParseSize(s)
+		if err != nil {
+			return d.errorf(n, key, "%v", err)
+		}
+		if v != 0 && v < 1<<30 {
+			return d.errorf(n, key, "%q: 0 (the default) or at least 1GiB", s)
+		}
+		*p = v
+		return nil
+	}
 }
 
 // capacity reads a size, or for a ram tier also a percentage of the

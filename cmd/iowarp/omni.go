@@ -54,11 +54,38 @@ type omniFlags struct {
 func (o *omniFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.registry, "registry", omni.DefaultRegistryDir(),
 		"directory of assimilated datasets (env IOWARP_STATE_DIR/omni)")
-	cmd.Flags().DurationVar(&o.deadline, "deadline", 2*time.Minute, "deadline of one format-helper request")
+	cmd.Flags().DurationVar(&o.deadline, "deadline", 2*time.Minute,
+		"deadline of the whole command: helper requests and writing stop then, and it fails (0: none)")
+}
+
+// bound returns ctx limited by --deadline.
+func (o *omniFlags) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if o.deadline <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeoutCause(ctx, o.deadline, fmt.Errorf("--deadline %v: %w", o.deadline, context.DeadlineExceeded))
+}
+
+// within runs f and returns its error, or the context's cause as soon as
+// ctx ends, whatever f is doing (a writer deep in a library call, a
+// helper that does not die at once): the command returns then and exits.
+func within(ctx context.Context, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 func (o *omniFlags) pool() *helper.Pool {
-	return helper.New(helper.Options{Size: 2, Deadline: o.deadline, Logf: logrus.Warnf})
+	d := o.deadline
+	if d <= 0 {
+		d = 24 * time.Hour
+	}
+	return helper.New(helper.Options{Size: 2, Deadline: d, Logf: logrus.Warnf})
 }
 
 // source resolves DATASET: a file or store, else an assimilated dataset's name.
@@ -98,11 +125,20 @@ func newDescribeCmd() *cobra.Command {
 		Short: "Print a dataset's groups, dimensions, variables and attributes (h5ls/ncdump -h style)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, _, ds, err := of.open(cmd.Context(), args[0])
+			ctx, cancel := of.bound(cmd.Context())
+			defer cancel()
+			var ds *omni.Dataset
+			err := within(ctx, func() error {
+				p, _, d, err := of.open(ctx, args[0])
+				if err == nil {
+					p.Close()
+				}
+				ds = d
+				return err
+			})
 			if err != nil {
 				return err
 			}
-			defer p.Close()
 			if asJSON {
 				b, err := ds.Schema()
 				if err != nil {
@@ -142,7 +178,9 @@ Parquet hold the data variables in long form with coordinate columns.`,
 			if format == "" {
 				return fmt.Errorf("--format is one of netcdf, hdf5, omni, csv, parquet (OUT's extension says none)")
 			}
-			return runExport(cmd.Context(), &of, args[0], args[1], format, cmd.ErrOrStderr())
+			ctx, cancel := of.bound(cmd.Context())
+			defer cancel()
+			return within(ctx, func() error { return runExport(ctx, &of, args[0], args[1], format, cmd.ErrOrStderr()) })
 		},
 	}
 	of.register(c)
@@ -210,7 +248,9 @@ role) or by index (--slice "0:2,10:20,:"), and writes the selection to --out:
 NumPy .npy when it ends in .npy, else CSV (stdout without --out).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runQuery(cmd.Context(), &of, &q, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
+			ctx, cancel := of.bound(cmd.Context())
+			defer cancel()
+			return within(ctx, func() error { return runQuery(ctx, &of, &q, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()) })
 		},
 	}
 	of.register(c)
@@ -327,7 +367,9 @@ upstream IOWarp OMNI job: name, transfers[] of src, dst, format, range_off,
 range_size, dataset_filter (a variable path or glob to keep).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runAssimilate(cmd.Context(), &of, args[0], name, eager, cmd.ErrOrStderr())
+			ctx, cancel := of.bound(cmd.Context())
+			defer cancel()
+			return within(ctx, func() error { return runAssimilate(ctx, &of, args[0], name, eager, cmd.ErrOrStderr()) })
 		},
 	}
 	of.register(c)

@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -94,4 +97,31 @@ func TestOmniCommands(t *testing.T) {
 	if b, err := exec.Command("ncdump", "-h", outNC).CombinedOutput(); err != nil {
 		t.Errorf("ncdump of export: %v\n%s", err, b)
 	}
+}
+
+// TestExportDeadline: --deadline bounds the whole export, not each
+// helper request: an export of many variables, each read well within
+// the deadline, fails with it once the total passes it.
+func TestExportDeadline(t *testing.T) {
+	omniFixtures(t)
+	src := filepath.Join(t.TempDir(), "many.h5")
+	script := `import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    x = np.sin(np.arange(1 << 17) / 7.0)
+    for i in range(100):
+        f.create_dataset("v%03d" % i, data=x + i, chunks=(1 << 14,), compression="gzip", shuffle=True)
+`
+	if out, err := exec.Command("/usr/bin/python3", "-c", script, src).CombinedOutput(); err != nil {
+		t.Fatalf("h5py: %v\n%s", err, out)
+	}
+	out := filepath.Join(t.TempDir(), "x.h5")
+	_, err := omniRun(t, "export", src, out, "--deadline", "200ms")
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "--deadline") {
+		t.Fatalf("export past its deadline: %v, want the --deadline error", err)
+	}
+	t0 := time.Now()
+	if _, err := omniRun(t, "export", src, out+".2.h5", "--deadline", "5m"); err != nil {
+		t.Fatalf("export within its deadline: %v", err)
+	}
+	t.Logf("export without a binding deadline: %v", time.Since(t0))
 }

@@ -144,7 +144,7 @@ func (d *daemon) open() error {
 		return err
 	}
 	// The views log helper failures themselves, one line each.
-	d.fmts = helper.New(helper.Options{Size: 2, Deadline: omniDeadline})
+	d.fmts = helper.New(helper.Options{Size: 2, Deadline: omniDeadline, MemoryLimit: uint64(cfg.FormatHelperMemory)})
 	d.srv, err = fusefs.Mount(cfg.Mount, d.fsys, fusefs.Options{
 		AllowOther:  cfg.AllowOther,
 		Debug:       logrus.IsLevelEnabled(logrus.TraceLevel),

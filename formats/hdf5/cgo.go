@@ -7,7 +7,11 @@
 // libhdf5 is not hardened against crafted files (it can crash, abort or
 // loop): the daemon must call this package only from helper processes
 // (formats/helper). Plugin loading is switched off, external and soft
-// links are not followed.
+// links are not followed; external raw storage and virtual-dataset
+// sources are read only below Root when it is set (the helpers' root).
+// Reads convert to the variable's declared dtype (never the narrower
+// type H5Tget_native_type picks for a reduced precision) and fail
+// unless the memory type fills exactly the destination.
 //
 // The serial libhdf5 is not thread safe: every call into it holds mu, so a
 // File is safe for concurrent use but calls are serialised. No C type

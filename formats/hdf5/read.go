@@ -9,7 +9,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"unsafe"
 
@@ -42,11 +44,20 @@ type File struct {
 
 // varRef maps an OMNI variable to its HDF5 dataset (and compound field).
 type varRef struct {
-	v     *omni.Variable
-	obj   string // HDF5 path of the dataset
-	field string // compound member name, "" for a plain dataset
-	did   C.hid_t
+	v      *omni.Variable
+	obj    string // HDF5 path of the dataset
+	field  string // compound member name, "" for a plain dataset
+	did    C.hid_t
+	refuse error // why the data is not read (sources outside Root)
 }
+
+// Root, when not "", is the directory every file a dataset's data lives
+// in must lie below: HDF5 external storage and virtual datasets name
+// other files, which libhdf5 opens by itself; a variable with a source
+// elsewhere is listed, and its reads fail with os.ErrPermission. Format
+// helpers set it to the directory they are confined to (the mount's
+// backing store, or the mount); "" allows any.
+var Root string
 
 var _ omni.Reader = (*File)(nil)
 
@@ -290,7 +301,19 @@ func memType(tid C.hid_t, t omni.DType) C.hid_t {
 	case t == omni.Float64:
 		return C.H5Tcopy(C.iw5_t_native(nDouble))
 	}
+	if k, ok := nativeInts[t]; ok && C.H5Tget_class(tid) == C.H5T_INTEGER {
+		// The declared dtype, not H5Tget_native_type: that follows the
+		// type's precision (an int32 of 8 significant bits gives a
+		// 1-byte type), and the buffer is sized by the dtype.
+		return C.H5Tcopy(C.iw5_t_native(C.int(k)))
+	}
 	return C.H5Tget_native_type(tid, C.H5T_DIR_ASCEND)
+}
+
+// nativeInts are the memory types of the integer dtypes.
+var nativeInts = map[omni.DType]int{
+	omni.Int8: nSchar, omni.Uint8: nUchar, omni.Int16: nShort, omni.Uint16: nUshort,
+	omni.Int32: nInt, omni.Uint32: nUint, omni.Int64: nLlong, omni.Uint64: nUllong,
 }
 
 func (w *walker) dataset(did C.hid_t, g *omni.Group, h5path, name string) error {
@@ -319,6 +342,7 @@ func (w *walker) dataset(did C.hid_t, g *omni.Group, h5path, name string) error 
 	if err != nil {
 		return fmt.Errorf("%s: %w", h5path, err)
 	}
+	external, refuse := w.sources(did, h5path)
 	tid := C.H5Dget_type(did)
 	if tid < 0 {
 		return h5err("type of " + h5path)
@@ -326,8 +350,8 @@ func (w *walker) dataset(did C.hid_t, g *omni.Group, h5path, name string) error 
 	defer C.H5Tclose(tid)
 	p := &pending{g: g, maxdim: maxdim, scales: scalePaths(did, len(shape))}
 	mk := func(name string, t omni.DType, field string, attrs []omni.Attribute, in *omni.Group) {
-		v := in.AddVariable(&omni.Variable{Name: name, DType: t, Shape: shape, Chunks: chunks, Filters: filters, Attrs: attrs})
-		w.f.vars[v.Path] = &varRef{v: v, obj: h5path, field: field}
+		v := in.AddVariable(&omni.Variable{Name: name, DType: t, Shape: shape, Chunks: chunks, Filters: filters, Attrs: attrs, External: external})
+		w.f.vars[v.Path] = &varRef{v: v, obj: h5path, field: field, refuse: refuse}
 		p.vars = append(p.vars, v)
 	}
 	if C.H5Tget_class(tid) == C.H5T_COMPOUND {
@@ -436,6 +460,86 @@ func layout(did C.hid_t, rank int) ([]int64, []string, error) {
 	return chunks, filters, nil
 }
 
+// sources reports whether dataset did keeps its data in other files
+// (external storage, a virtual dataset), and the error its reads get
+// when one of them is outside Root.
+func (w *walker) sources(did C.hid_t, h5path string) (bool, error) {
+	dcpl := C.H5Dget_create_plist(did)
+	if dcpl < 0 {
+		return false, nil
+	}
+	defer C.H5Pclose(dcpl)
+	var names []string
+	if C.H5Pget_layout(dcpl) == C.H5D_VIRTUAL {
+		var n C.size_t
+		if C.H5Pget_virtual_count(dcpl, &n) < 0 || n > maxObjects {
+			return true, fmt.Errorf("%s: virtual dataset without a readable mapping: %w", h5path, omni.ErrCorrupt)
+		}
+		for i := C.size_t(0); i < n; i++ {
+			names = append(names, vdsFilename(dcpl, i))
+		}
+	}
+	for i := C.int(0); i < C.H5Pget_external_count(dcpl); i++ {
+		var buf [maxNameLen + 1]C.char
+		var off C.off_t
+		var size C.hsize_t
+		if C.H5Pget_external(dcpl, C.uint(i), C.size_t(len(buf)), &buf[0], &off, &size) < 0 {
+			return true, fmt.Errorf("%s: external file %d unreadable: %w", h5path, i, omni.ErrCorrupt)
+		}
+		names = append(names, C.GoString(&buf[0]))
+	}
+	if len(names) == 0 {
+		return false, nil
+	}
+	for _, n := range names {
+		if err := checkSource(w.f.ds.Path, n); err != nil {
+			return true, fmt.Errorf("%s: %w", h5path, err)
+		}
+	}
+	return true, nil
+}
+
+func vdsFilename(dcpl C.hid_t, i C.size_t) string {
+	var buf [maxNameLen + 1]C.char
+	n := C.H5Pget_virtual_filename(dcpl, i, &buf[0], C.size_t(len(buf)))
+	if n < 0 || n > maxNameLen {
+		return "\x00unreadable"
+	}
+	return C.GoString(&buf[0])
+}
+
+// checkSource fails unless the source name of file lies below Root, as
+// libhdf5 resolves it here (relative names next to the file: the pool
+// sets HDF5_EXTFILE_PREFIX and HDF5_VDS_PREFIX to ${ORIGIN}).
+func checkSource(file, name string) error {
+	if Root == "" || name == "." {
+		return nil
+	}
+	if strings.ContainsAny(name, "%\x00") {
+		return fmt.Errorf("source %q: patterns are not followed: %w", name, os.ErrPermission)
+	}
+	p := name
+	if !path.IsAbs(p) {
+		p = path.Join(path.Dir(file), p)
+	}
+	for _, c := range []string{path.Clean(p), resolved(p)} {
+		if c != "" && c != Root && !strings.HasPrefix(c, Root+"/") {
+			return fmt.Errorf("source %s is outside %s: %w", name, Root, os.ErrPermission)
+		}
+	}
+	return nil
+}
+
+// resolved is p with its symbolic links resolved, "" when it does not
+// exist.
+func resolved(p string) string {
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return ""
+	}
+	return r
+}
+
 func scalePaths(did C.hid_t, rank int) []string {
 	out := make([]string, rank)
 	if C.H5DSis_scale(did) > 0 {
@@ -526,6 +630,9 @@ func (f *File) ReadInto(p string, h omni.Hyperslab, dst []byte) error {
 	if err != nil {
 		return err
 	}
+	if r.refuse != nil {
+		return r.refuse
+	}
 	if err := omni.CheckReadInto(p, r.v, h, dst); err != nil {
 		return err
 	}
@@ -545,6 +652,9 @@ func (f *File) ReadStrings(p string, h omni.Hyperslab) ([]string, error) {
 	}
 	if err := omni.CheckReadStrings(p, r.v); err != nil {
 		return nil, err
+	}
+	if r.refuse != nil {
+		return nil, r.refuse
 	}
 	n := h.Len()
 	if n == 0 {
@@ -620,6 +730,9 @@ func (f *File) readLocked(r *varRef, h omni.Hyperslab, buf unsafe.Pointer) error
 		return h5err("memory type of " + r.v.Path)
 	}
 	defer C.H5Tclose(mt)
+	if err := checkMemSize(r.v, mt); err != nil {
+		return err
+	}
 	fs := C.H5Dget_space(r.did)
 	if fs < 0 {
 		return h5err("dataspace of " + r.v.Path)
@@ -638,6 +751,20 @@ func (f *File) readLocked(r *varRef, h omni.Hyperslab, buf unsafe.Pointer) error
 	defer C.H5Sclose(ms)
 	if C.H5Dread(r.did, mt, ms, fs, C.iw5_p_default(), buf) < 0 {
 		return h5err("read " + r.v.Path)
+	}
+	return nil
+}
+
+// checkMemSize fails unless an element of memory type mt has the size of
+// v's dtype: H5Dread fills count × the type's size, and a smaller type
+// would leave the rest of the destination as it was.
+func checkMemSize(v *omni.Variable, mt C.hid_t) error {
+	want := v.DType.Size()
+	if v.DType == omni.String {
+		want = int(unsafe.Sizeof(uintptr(0)))
+	}
+	if got := int(C.H5Tget_size(mt)); got != want {
+		return fmt.Errorf("%s: memory type of %d bytes for %s: %w", v.Path, got, v.DType, omni.ErrNotSupported)
 	}
 	return nil
 }
@@ -705,6 +832,15 @@ func readAttr(aid C.hid_t) (omni.Attribute, bool, error) {
 		return omni.Attribute{}, false, nil
 	}
 	a := omni.Attribute{Name: name, Type: t}
+	if n := npts * int64(t.Size()); t != omni.String && n > omni.MaxAttrBytes {
+		// Not read: the views would leave it out anyway (omni.CapAttrs).
+		a.Type = stringIfFixed(t)
+		a.Value, a.Omitted = []string{}, n
+		if !a.Type.IsString() {
+			a.Value = nil
+		}
+		return a, true, nil
+	}
 	var err error
 	switch {
 	case t == omni.String:
@@ -719,6 +855,13 @@ func readAttr(aid C.hid_t) (omni.Attribute, bool, error) {
 		return omni.Attribute{}, false, fmt.Errorf("attribute %s: %w", name, err)
 	}
 	return a, true, nil
+}
+
+func stringIfFixed(t omni.DType) omni.DType {
+	if t.IsString() {
+		return omni.String
+	}
+	return t
 }
 
 func attrNumbers(aid, tid C.hid_t, t omni.DType, n int64) (any, error) {

@@ -9,12 +9,14 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/iowarp/iowarp/formats/omni"
+	"github.com/iowarp/iowarp/internal/sys"
 )
 
 var (
@@ -30,7 +32,7 @@ var (
 type Options struct {
 	Size        int           // helpers at most (default 2)
 	Deadline    time.Duration // per request (default 30s); a ctx deadline that is sooner wins
-	MemoryLimit uint64        // address-space limit of a helper in bytes (default 64 GiB; 0 keeps it)
+	MemoryLimit uint64        // address-space limit of a helper in bytes (default DefaultMemoryLimit)
 	Exe         string        // binary to run (default /proc/self/exe)
 	Logf        func(format string, args ...any)
 }
@@ -39,7 +41,13 @@ type Options struct {
 type Pool struct {
 	opt   Options
 	slots chan struct{} // one token per helper that may run
-	mu    sync.Mutex
+
+	cwdOnce sync.Once
+	cwd     string // empty directory the helpers run in
+	llOnce  sync.Once
+	llErr   error // why Landlock is not available, once
+
+	mu sync.Mutex
 	// guarded by mu:
 	idle   []*proc
 	live   map[*proc]bool
@@ -55,7 +63,7 @@ func New(opt Options) *Pool {
 		opt.Deadline = 30 * time.Second
 	}
 	if opt.MemoryLimit == 0 {
-		opt.MemoryLimit = 64 << 30
+		opt.MemoryLimit = DefaultMemoryLimit()
 	}
 	if opt.Exe == "" {
 		opt.Exe = "/proc/self/exe"
@@ -71,6 +79,7 @@ type proc struct {
 	cmd  *exec.Cmd
 	conn *net.UnixConn
 	tail *tail
+	key  string // As.key of the identity it runs as
 	dead bool
 }
 
@@ -85,17 +94,25 @@ func (p *Pool) Close() error {
 	p.live, p.idle = map[*proc]bool{}, nil
 	p.mu.Unlock()
 	for _, pr := range procs {
-		pr.conn.Close() // EOF: the helper exits
-		done := make(chan struct{})
-		go func() { pr.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(2 * time.Second):
-			pr.cmd.Process.Kill()
-			<-done
-		}
+		pr.stop()
+	}
+	if p.cwd != "" {
+		os.Remove(p.cwd)
 	}
 	return nil
+}
+
+// stop ends a helper: EOF on its socket, SIGKILL if it lingers.
+func (pr *proc) stop() {
+	pr.conn.Close() // EOF: the helper exits
+	done := make(chan struct{})
+	go func() { pr.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		pr.cmd.Process.Kill()
+		<-done
+	}
 }
 
 // Helpers is the number of running helpers.
@@ -120,26 +137,39 @@ func (p *Pool) Runs(pid int) bool {
 	return false
 }
 
-func (p *Pool) get(ctx context.Context) (*proc, error) {
+// get returns an idle helper running as a, else starts one; past Size
+// helpers an idle one of another identity is stopped first.
+func (p *Pool) get(ctx context.Context, a As) (*proc, error) {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	key := a.key()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		<-p.slots
 		return nil, ErrClosed
 	}
-	if n := len(p.idle); n > 0 {
-		pr := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
-		return pr, nil
+	for i := len(p.idle) - 1; i >= 0; i-- {
+		if pr := p.idle[i]; pr.key == key {
+			p.idle = append(p.idle[:i], p.idle[i+1:]...)
+			p.mu.Unlock()
+			return pr, nil
+		}
+	}
+	var other *proc
+	if len(p.live) >= p.opt.Size && len(p.idle) > 0 {
+		other = p.idle[0]
+		p.idle = p.idle[1:]
+		delete(p.live, other)
 	}
 	p.mu.Unlock()
-	pr, err := p.spawn()
+	if other != nil {
+		other.stop()
+	}
+	pr, err := p.spawn(a)
 	if err != nil {
 		<-p.slots
 		return nil, err
@@ -161,21 +191,30 @@ func (p *Pool) put(pr *proc) {
 	<-p.slots
 }
 
-func (p *Pool) spawn() (*proc, error) {
+// retire stops a helper that reported a library error: libhdf5 keeps
+// state across files (free lists, caches, a half-closed file), and a
+// helper that failed on one file must not serve the next.
+func (p *Pool) retire(pr *proc) {
+	pr.dead = true
+	go pr.stop()
+}
+
+func (p *Pool) spawn(a As) (*proc, error) {
 	parent, child, err := socketpair()
 	if err != nil {
 		return nil, err
 	}
 	defer child.Close()
 	cmd := exec.Command(p.opt.Exe)
-	// Helpers only read, and may keep a file open between requests:
-	// HDF5 file locks would make a writer of that file fail (EAGAIN)
-	// where the file is the one it writes (a path on a mount).
-	cmd.Env = append(os.Environ(), envHelper+"=1", fmt.Sprintf("%s=%d", envMemory, p.opt.MemoryLimit), "HDF5_USE_FILE_LOCKING=FALSE")
+	cmd.Env = p.env(a)
+	cmd.Dir = p.emptyDir()
 	cmd.ExtraFiles = []*os.File{child}
 	t := &tail{}
 	cmd.Stderr = t
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if a.Set {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: a.Uid, Gid: a.Gid, Groups: a.Groups}
+	}
 	if err := cmd.Start(); err != nil {
 		parent.Close()
 		return nil, fmt.Errorf("start format helper %s: %w", p.opt.Exe, err)
@@ -187,13 +226,68 @@ func (p *Pool) spawn() (*proc, error) {
 		cmd.Wait()
 		return nil, err
 	}
-	return &proc{cmd: cmd, conn: c.(*net.UnixConn), tail: t}, nil
+	return &proc{cmd: cmd, conn: c.(*net.UnixConn), tail: t, key: a.key()}, nil
+}
+
+// env is a helper's environment. Helpers only read, and may keep a file
+// open between requests: HDF5 file locks would make a writer of that
+// file fail (EAGAIN) where the file is the one it writes (a path on a
+// mount). External storage and virtual-dataset sources with relative
+// names are looked up next to the file, never in the helper's cwd.
+func (p *Pool) env(a As) []string {
+	env := append(os.Environ(), envHelper+"=1", fmt.Sprintf("%s=%d", envMemory, p.opt.MemoryLimit),
+		"HDF5_USE_FILE_LOCKING=FALSE", "HDF5_EXTFILE_PREFIX=${ORIGIN}", "HDF5_VDS_PREFIX=${ORIGIN}",
+		// glibc's per-thread arenas reserve 64 MiB of address space
+		// each: without a cap they, not the data, meet MemoryLimit.
+		"MALLOC_ARENA_MAX=2")
+	if a.Root != "" {
+		env = append(env, envRoot+"="+a.Root)
+		if p.landlock() == nil {
+			env = append(env, envLandlock+"=1")
+		}
+	}
+	return env
+}
+
+// landlock reports, and logs once, whether helpers can be confined by
+// Landlock; without it they still run as the caller.
+func (p *Pool) landlock() error {
+	p.llOnce.Do(func() {
+		if _, p.llErr = sys.LandlockABI(); p.llErr != nil {
+			p.opt.Logf("omni: format helpers run as the caller, without Landlock: %v", p.llErr)
+		}
+	})
+	return p.llErr
+}
+
+// emptyDir is the helpers' working directory: empty, so that nothing
+// resolves relative to it ("/" is the default of a process that never
+// chose).
+func (p *Pool) emptyDir() string {
+	p.cwdOnce.Do(func() {
+		d, err := os.MkdirTemp("", "iowarp-helper-")
+		if err == nil && os.Chmod(d, 0o111) == nil {
+			p.cwd = d
+		}
+	})
+	return p.cwd
 }
 
 // call sends one request and waits for the reply within the deadline. A
 // transport failure kills the helper and explains why it died.
 func (p *Pool) call(ctx context.Context, req *request, fd *os.File) (*response, *os.File, error) {
-	pr, err := p.get(ctx)
+	if !filepath.IsAbs(req.Path) {
+		abs, err := filepath.Abs(req.Path)
+		if err != nil {
+			return nil, nil, err
+		}
+		req.Path = abs
+	}
+	a := asOf(ctx)
+	if a.Set {
+		req.Uid = &a.Uid
+	}
+	pr, err := p.get(ctx, a)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -217,6 +311,9 @@ func (p *Pool) call(ctx context.Context, req *request, fd *os.File) (*response, 
 			err = context.DeadlineExceeded
 		}
 		return nil, nil, p.fail(ctx, pr, req, err)
+	}
+	if resp.Retire {
+		p.retire(pr)
 	}
 	if e := resp.err(); e != nil {
 		if out != nil {
@@ -251,6 +348,11 @@ func (p *Pool) fail(ctx context.Context, pr *proc, req *request, cause error) er
 	return err
 }
 
+// maxSchema bounds the schema a helper may send (its attributes are
+// capped by omni.CapAttrs; the rest is one entry per variable, group and
+// dimension, bounded by the readers).
+const maxSchema = 256 << 20
+
 // Open opens the dataset at path in a helper and returns its schema.
 func (p *Pool) Open(ctx context.Context, path string) (*omni.Dataset, error) {
 	resp, f, err := p.call(ctx, &request{Op: "open", Path: path}, nil)
@@ -261,7 +363,7 @@ func (p *Pool) Open(ctx context.Context, path string) (*omni.Dataset, error) {
 		return nil, fmt.Errorf("open %s: helper sent no schema: %w", path, omni.ErrInvalid)
 	}
 	defer f.Close()
-	if resp.Size < 0 || resp.Size > 1<<30 {
+	if resp.Size < 0 || resp.Size > maxSchema {
 		return nil, fmt.Errorf("open %s: schema of %d bytes: %w", path, resp.Size, omni.ErrInvalid)
 	}
 	b := make([]byte, resp.Size)

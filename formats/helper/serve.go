@@ -10,23 +10,43 @@ import (
 	"time"
 
 	"github.com/iowarp/iowarp/formats/omni"
+	"github.com/iowarp/iowarp/internal/sys"
 
 	// The drivers a helper serves.
-	_ "github.com/iowarp/iowarp/formats/hdf5"
-	_ "github.com/iowarp/iowarp/formats/netcdf"
+	"github.com/iowarp/iowarp/formats/hdf5"
+	"github.com/iowarp/iowarp/formats/netcdf"
 	_ "github.com/iowarp/iowarp/formats/tabular"
 	_ "github.com/iowarp/iowarp/formats/zarr"
 )
 
 // init turns this process into a helper when the pool started it so.
+//
+// Stage "1": lower its standing (confine); with a root and Landlock,
+// confine itself and exec stage "2"; else serve. Every serving helper
+// runs under a seccomp filter (deniedSyscalls).
 func init() {
-	if os.Getenv(envHelper) != "1" {
+	stage := os.Getenv(envHelper)
+	if stage != "1" && stage != "2" {
 		return
 	}
-	limit, _ := strconv.ParseUint(os.Getenv(envMemory), 10, 64)
-	os.Unsetenv(envHelper)
-	os.Unsetenv(envMemory)
-	confine(limit)
+	root := os.Getenv(envRoot)
+	if stage == "1" {
+		limit, _ := strconv.ParseUint(os.Getenv(envMemory), 10, 64)
+		confine(limit)
+		if root != "" && os.Getenv(envLandlock) == "1" {
+			err := startConfined(root)
+			fmt.Fprintln(os.Stderr, "helper: landlock:", err)
+			os.Exit(1)
+		}
+	}
+	for _, k := range []string{envHelper, envMemory, envRoot, envLandlock} {
+		os.Unsetenv(k)
+	}
+	if err := sys.SeccompDeny(deniedSyscalls); err != nil {
+		fmt.Fprintln(os.Stderr, "helper: seccomp:", err)
+		os.Exit(1)
+	}
+	hdf5.Root = root
 	os.Exit(serve(os.NewFile(3, "helper-socket")))
 }
 
@@ -77,12 +97,35 @@ func serve(f *os.File) int {
 	}
 }
 
+// handle answers one request. A request that failed in a format library
+// retires the helper: the library may have failed half-way (libhdf5
+// keeps free lists, caches and half-closed files across files) and must
+// not serve another file. Failures checked before any library call (no
+// such variable, a selection out of range, no such file) do not.
 func (s *server) handle(req *request, fd *os.File) (*response, *os.File) {
+	if req.Uid != nil && uint32(os.Getuid()) != *req.Uid {
+		err := fmt.Errorf("request for uid %d in a helper of uid %d: %w", *req.Uid, os.Getuid(), os.ErrPermission)
+		return &response{Err: err.Error(), Kind: kindOf(err), Retire: true}, nil
+	}
 	resp, out, err := s.do(req, fd)
 	if err != nil {
-		return &response{Err: err.Error(), Kind: kindOf(err)}, nil
+		return &response{Err: err.Error(), Kind: kindOf(err), Retire: tainted(err)}, nil
 	}
 	return resp, out
+}
+
+// tainted reports whether err may have left a library in a bad state:
+// anything but the checks made before calling one.
+func tainted(err error) bool {
+	if errors.Is(err, hdf5.ErrLibrary) || errors.Is(err, netcdf.ErrLibrary) {
+		return true
+	}
+	for _, clean := range []error{omni.ErrNotFound, omni.ErrInvalid, os.ErrNotExist, os.ErrPermission} {
+		if errors.Is(err, clean) {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *server) do(req *request, fd *os.File) (*response, *os.File, error) {
@@ -137,6 +180,7 @@ func (s *server) open(req *request) (*response, *os.File, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	omni.CapAttrs(r.Dataset())
 	schema, err := r.Dataset().Schema()
 	if err != nil {
 		return nil, nil, err

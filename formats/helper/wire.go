@@ -15,7 +15,11 @@ import (
 const (
 	envHelper = "IOWARP_FORMAT_HELPER"
 	envMemory = "IOWARP_FORMAT_HELPER_MEMORY"
-	maxMsg    = 64 << 10
+	// envRoot confines a helper to reading below it; envLandlock says
+	// the kernel has Landlock for that.
+	envRoot     = "IOWARP_FORMAT_HELPER_ROOT"
+	envLandlock = "IOWARP_FORMAT_HELPER_LANDLOCK"
+	maxMsg      = 64 << 10
 )
 
 // request is one datagram from the caller; a read carries the memfd.
@@ -25,6 +29,9 @@ type request struct {
 	Var  string          `json:"var,omitempty"`
 	Slab *omni.Hyperslab `json:"slab,omitempty"`
 	Off  int64           `json:"off,omitempty"` // where in the passed fd the data goes
+	// Uid is the user the request is made for (the FUSE caller); a
+	// helper running as another refuses it.
+	Uid *uint32 `json:"uid,omitempty"`
 }
 
 // response answers a request; open and string reads carry a memfd.
@@ -32,6 +39,9 @@ type response struct {
 	Err  string `json:"err,omitempty"`
 	Kind string `json:"kind,omitempty"` // the omni sentinel of Err
 	Size int64  `json:"size,omitempty"` // bytes of data written or in the fd
+	// Retire: the helper failed inside a format library and serves no
+	// other request (the pool stops it).
+	Retire bool `json:"retire,omitempty"`
 }
 
 var kinds = []struct {

@@ -16,6 +16,63 @@ type Attribute struct {
 	Name  string
 	Type  DType
 	Value any
+	// Omitted, when not 0, is the size of a value left out (Value is
+	// empty) because it was larger than the views hold (CapAttrs).
+	Omitted int64
+}
+
+// Bounds of CapAttrs: the daemon holds every attribute of every dataset
+// it shows, so their size must not follow the input.
+const (
+	MaxAttrBytes        = 1 << 20  // one attribute's value
+	MaxDatasetAttrBytes = 32 << 20 // all of a dataset's attribute values
+)
+
+// CapAttrs leaves out the values of attributes larger than MaxAttrBytes,
+// and of every attribute past MaxDatasetAttrBytes in all, recording
+// their size in Omitted; their names and types stay.
+func CapAttrs(ds *Dataset) {
+	var total int64
+	capList := func(as []Attribute) {
+		for i := range as {
+			n := as[i].valueBytes()
+			if n > MaxAttrBytes || total+n > MaxDatasetAttrBytes {
+				as[i].Value, as[i].Omitted = emptyValue(as[i].Type), max(n, 1)
+				continue
+			}
+			total += n
+		}
+	}
+	ds.Walk(func(g *Group) {
+		capList(g.Attrs)
+		for _, v := range g.Variables {
+			capList(v.Attrs)
+		}
+	})
+}
+
+// valueBytes is about what the value takes in memory and in schema.json.
+func (a Attribute) valueBytes() int64 {
+	if ss, ok := a.Value.([]string); ok {
+		n := int64(0)
+		for _, s := range ss {
+			n += int64(len(s)) + 8
+		}
+		return n
+	}
+	return int64(a.Len()) * 8
+}
+
+func emptyValue(t DType) any {
+	switch {
+	case t.IsString():
+		return []string{}
+	case t.IsFloat():
+		return []float64{}
+	case t.IsSigned():
+		return []int64{}
+	}
+	return []uint64{}
 }
 
 // StringAttr, FloatAttr and IntAttr build attributes.
@@ -48,8 +105,12 @@ func (a Attribute) Len() int {
 	return 0
 }
 
-// String renders the value: strings joined by newlines, numbers by ", ".
+// String renders the value: strings joined by newlines, numbers by ", ";
+// an omitted value says so.
 func (a Attribute) String() string {
+	if a.Omitted > 0 {
+		return fmt.Sprintf("(value of %d bytes omitted: attributes larger than %d bytes are not held by the views)", a.Omitted, MaxAttrBytes)
+	}
 	switch v := a.Value.(type) {
 	case []string:
 		return strings.Join(v, "\n")
@@ -101,9 +162,10 @@ func (a Attribute) Float64s() []float64 {
 }
 
 type attrJSON struct {
-	Name  string          `json:"name"`
-	Type  DType           `json:"type"`
-	Value json.RawMessage `json:"value"`
+	Name    string          `json:"name"`
+	Type    DType           `json:"type"`
+	Value   json.RawMessage `json:"value"`
+	Omitted int64           `json:"omitted,omitempty"`
 }
 
 // MarshalJSON writes {"name","type","value":[...]}; non-finite floats are
@@ -121,7 +183,7 @@ func (a Attribute) MarshalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(attrJSON{Name: a.Name, Type: a.Type, Value: raw})
+	return json.Marshal(attrJSON{Name: a.Name, Type: a.Type, Value: raw, Omitted: a.Omitted})
 }
 
 func jsonFloat(x float64) any {
@@ -166,7 +228,7 @@ func (a *Attribute) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("attribute %q: %w: %v", j.Name, ErrInvalid, err)
 	}
-	*a = Attribute{Name: j.Name, Type: j.Type, Value: val}
+	*a = Attribute{Name: j.Name, Type: j.Type, Value: val, Omitted: j.Omitted}
 	return nil
 }
 

@@ -57,6 +57,10 @@ type Variable struct {
 	Chunks  []int64     `json:"chunks,omitempty"`
 	Filters []string    `json:"filters,omitempty"` // deflate, shuffle, fletcher32, zlib, ...
 	Attrs   []Attribute `json:"attrs,omitempty"`
+	// External: the data lives in other files (HDF5 external storage
+	// or a virtual dataset), read with the reader's permissions; views
+	// do not share such data between users.
+	External bool `json:"external,omitempty"`
 }
 
 // NewDataset returns a dataset with an empty root group.
