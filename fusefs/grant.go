@@ -38,13 +38,13 @@ import (
 // mode its open does not have, is refused (EPERM), as is a grant whose
 // open was released (ESTALE).
 //
-// Request (56 bytes, little endian): u32 magic "IOWG", u32 version,
-// u64 grant, u64 ino, u32 access mode, u32 0, token[32]... (see
-// grantReqSize). Reply: i32 errno (0 = granted) and u32 0; on success the
-// fds of the page table and the segment, in that order, as SCM_RIGHTS,
-// and after the 8 bytes the path of the daemon's ipc socket
-// (Options.IPCSocket, NUL-terminated; empty = none), where the shim sends
-// its misses (ShimHandle).
+// Request (64 bytes, little endian): u32 magic "IOWG", u32 version,
+// u64 grant, u64 ino, u32 access mode, u32 0, token[32] (decodeGrantReq).
+// Reply: i32 errno (0 = granted) and u32 0; on success the fds of the page
+// table and the segment, in that order, as SCM_RIGHTS, and after the 8
+// bytes the path of the daemon's ipc socket (Options.IPCSocket,
+// NUL-terminated; empty = none), where the shim sends its misses
+// (ShimHandle).
 
 const (
 	grantMagic   = 0x47574f49 // "IOWG"
@@ -226,35 +226,76 @@ func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
 	return cred, cerr
 }
 
-// grant checks a request against the caller's credentials and returns
-// the fds to send (owned by the caller of grant).
-func grant(req []byte, cred *unix.Ucred) ([]int, string, syscall.Errno) {
-	if len(req) < grantReqSize {
-		return nil, "", syscall.EPROTO
+// grantReq is a decoded grant request.
+type grantReq struct {
+	id, ino uint64
+	acc     uint32
+	token   [32]byte
+}
+
+// decodeGrantReq parses a request; it checks only its form, nothing it
+// claims (authorize does).
+func decodeGrantReq(b []byte) (grantReq, error) {
+	if len(b) != grantReqSize {
+		return grantReq{}, fmt.Errorf("grant request of %d bytes", len(b))
 	}
 	le := binary.LittleEndian
-	if le.Uint32(req[0:]) != grantMagic || le.Uint32(req[4:]) != grantVersion {
+	if m, v := le.Uint32(b[0:]), le.Uint32(b[4:]); m != grantMagic || v != grantVersion {
+		return grantReq{}, fmt.Errorf("grant request magic %#x version %d", m, v)
+	}
+	if r := le.Uint32(b[28:]); r != 0 {
+		return grantReq{}, fmt.Errorf("grant request reserved word %#x", r)
+	}
+	r := grantReq{id: le.Uint64(b[8:]), ino: le.Uint64(b[16:]), acc: le.Uint32(b[24:])}
+	copy(r.token[:], b[32:64])
+	return r, nil
+}
+
+// grant checks a request against the caller's credentials and returns
+// the fds to send (owned by the caller of grant).
+func grant(b []byte, cred *unix.Ucred) ([]int, string, syscall.Errno) {
+	req, err := decodeGrantReq(b)
+	if err != nil {
 		return nil, "", syscall.EPROTO
 	}
-	id, ino, acc := le.Uint64(req[8:]), le.Uint64(req[16:]), le.Uint32(req[24:])
-	k := grantKey{ino: ino, pid: uint32(cred.Pid), uid: cred.Uid, acc: acc}
-	want := CapToken(k.ino, k.pid, k.uid, k.acc)
-	if !hmac.Equal(want[:], req[32:64]) {
-		return nil, "", syscall.EPERM
+	o, errno := authorize(req, cred)
+	if errno != 0 {
+		return nil, "", errno
 	}
-	if acc != syscall.O_RDONLY && acc != syscall.O_RDWR {
-		return nil, "", syscall.EACCES // a map needs read access
+	fds, errno := grantMaps(o, req.id, req.acc == syscall.O_RDWR)
+	if errno != 0 {
+		return nil, "", errno
+	}
+	return fds, o.n.m.opts.IPCSocket, 0
+}
+
+// authorize returns the live open that req names, if the caller (cred)
+// is the process and user it was granted to and the token matches:
+// EPERM (token), EACCES (no read access), ESTALE (no such open).
+func authorize(req grantReq, cred *unix.Ucred) (*shimOpen, syscall.Errno) {
+	k := grantKey{ino: req.ino, pid: uint32(cred.Pid), uid: cred.Uid, acc: req.acc}
+	want := CapToken(k.ino, k.pid, k.uid, k.acc)
+	if !hmac.Equal(want[:], req.token[:]) {
+		return nil, syscall.EPERM
+	}
+	if req.acc != syscall.O_RDONLY && req.acc != syscall.O_RDWR {
+		return nil, syscall.EACCES // a map needs read access
 	}
 	shimReg.mu.Lock()
-	o := shimReg.byID[id]
+	o := shimReg.byID[req.id]
 	shimReg.mu.Unlock()
 	if o == nil || o.key != k {
-		return nil, "", syscall.ESTALE
+		return nil, syscall.ESTALE
 	}
-	rw := acc == syscall.O_RDWR
+	return o, 0
+}
+
+// grantMaps reopens the page table and the segment of o's file with the
+// access of the open (read-write if rw) and counts a first read-write map.
+func grantMaps(o *shimOpen, id uint64, rw bool) ([]int, syscall.Errno) {
 	tfd, dfd, err := o.h.ShimMaps(rw, func() { go o.n.NotifyContent(0, 0) })
 	if err != nil {
-		return nil, "", syscall.ENODATA
+		return nil, syscall.ENODATA
 	}
 	mode := unix.O_RDONLY
 	if rw {
@@ -270,26 +311,34 @@ func grant(req []byte, cred *unix.Ucred) ([]int, string, syscall.Errno) {
 			if rw {
 				o.h.ShimUnmap()
 			}
-			return nil, "", syscall.EIO
+			return nil, syscall.EIO
 		}
 		fds = append(fds, nfd)
 	}
 	if rw {
-		shimReg.mu.Lock()
-		first := false
-		if cur := shimReg.byID[id]; cur == o && !o.rw {
-			o.rw = true
-			shimReg.writers[o.n]++
-			first = shimReg.writers[o.n] == 1
-		} else {
-			defer o.h.ShimUnmap() // released meanwhile, or already counted
-		}
-		shimReg.mu.Unlock()
-		if first {
-			// From now on the kernel must not serve this inode from
-			// pages the shim can change behind it.
-			go o.n.NotifyContent(0, 0)
-		}
+		countWriter(o, id)
 	}
-	return fds, o.n.m.opts.IPCSocket, 0
+	return fds, 0
+}
+
+// countWriter records o's read-write map (unless it was released
+// meanwhile or already counted, when the extra map is dropped).
+func countWriter(o *shimOpen, id uint64) {
+	shimReg.mu.Lock()
+	first := false
+	counted := false
+	if cur := shimReg.byID[id]; cur == o && !o.rw {
+		o.rw, counted = true, true
+		shimReg.writers[o.n]++
+		first = shimReg.writers[o.n] == 1
+	}
+	shimReg.mu.Unlock()
+	if !counted {
+		o.h.ShimUnmap() // released meanwhile, or already counted
+	}
+	if first {
+		// From now on the kernel must not serve this inode from
+		// pages the shim can change behind it.
+		go o.n.NotifyContent(0, 0)
+	}
 }

@@ -85,21 +85,21 @@ func (c *Capability) Encode(b []byte) {
 // DecodeCapability parses a capability record (the request half carries
 // magic, version and the caller's claimed pid).
 func DecodeCapability(b []byte) (Capability, error) {
-	var c Capability
 	if len(b) < CapSize {
-		return c, fmt.Errorf("capability of %d bytes", len(b))
+		return Capability{}, fmt.Errorf("capability of %d bytes", len(b))
 	}
 	le := binary.LittleEndian
 	if le.Uint32(b[0:]) != capMagic || le.Uint32(b[4:]) != capVersion {
-		return c, fmt.Errorf("capability magic %#x version %d", le.Uint32(b[0:]), le.Uint32(b[4:]))
+		return Capability{}, fmt.Errorf("capability magic %#x version %d", le.Uint32(b[0:]), le.Uint32(b[4:]))
 	}
+	ep, _, ok := bytes.Cut(b[72:180], []byte{0})
+	if !ok {
+		return Capability{}, fmt.Errorf("capability endpoint not NUL-terminated")
+	}
+	var c Capability
 	c.Ino, c.PageSize = le.Uint64(b[8:]), le.Uint64(b[16:])
 	c.Pid, c.Uid, c.AccMode, c.Flags = le.Uint32(b[24:]), le.Uint32(b[28:]), le.Uint32(b[32:]), le.Uint32(b[36:])
 	copy(c.Token[:], b[40:72])
-	ep := b[72:180]
-	if i := bytes.IndexByte(ep, 0); i >= 0 {
-		ep = ep[:i]
-	}
 	c.Endpoint = string(ep)
 	c.DaemonPid = le.Uint32(b[180:])
 	c.DataFd, c.TableFd = int32(le.Uint32(b[184:])), int32(le.Uint32(b[188:]))

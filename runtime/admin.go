@@ -111,7 +111,10 @@ func DecodeModules(b []byte) ([]ModuleInfo, error) {
 		}
 		out = append(out, mi)
 	}
-	return out, r.Done()
+	if err := r.Done(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (a *admin) modules(_ context.Context, t *Task) (Result, error) {

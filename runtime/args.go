@@ -89,6 +89,10 @@ func (r *ArgReader) Done() error {
 // Len is the number of bytes not yet read.
 func (r *ArgReader) Len() int { return len(r.b) }
 
+// Failf records a decoding error found by the caller (a count over its
+// limit, say): Err wraps ErrBadArgs and later reads return zero values.
+func (r *ArgReader) Failf(format string, args ...any) { r.fail(format, args...) }
+
 func (r *ArgReader) fail(format string, args ...any) {
 	if r.err == nil {
 		r.err = fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrBadArgs)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"reflect"
 	"syscall"
 
 	"github.com/iowarp/iowarp/formats/omni"
@@ -98,7 +99,9 @@ func send(c *net.UnixConn, v any, f *os.File) error {
 	return err
 }
 
-// recv reads one datagram into v and returns the fd it carried, if any.
+// recv reads one datagram into v (a pointer) and returns the fd it
+// carried, if any. On error v is left zero: json.Unmarshal fills the
+// fields it decoded before a type error.
 func recv(c *net.UnixConn, v any) (*os.File, error) {
 	buf := make([]byte, maxMsg)
 	oob := make([]byte, syscall.CmsgSpace(4*4))
@@ -115,9 +118,14 @@ func recv(c *net.UnixConn, v any) (*os.File, error) {
 		if f != nil {
 			f.Close()
 		}
+		reflect.ValueOf(v).Elem().SetZero()
 		return nil, fmt.Errorf("bad message: %w", err)
 	}
-	return f, ferr
+	if ferr != nil {
+		reflect.ValueOf(v).Elem().SetZero()
+		return nil, ferr
+	}
+	return f, nil
 }
 
 func takeFD(oob []byte) (*os.File, error) {

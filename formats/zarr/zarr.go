@@ -102,6 +102,9 @@ func Open(dir string) (*Store, error) {
 	}
 	s.applyManifest()
 	s.declareDims()
+	if err := s.ds.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", dir, omni.ErrCorrupt, err)
+	}
 	return s, nil
 }
 
@@ -191,7 +194,18 @@ func (s *Store) array(dir string, g *omni.Group, name string) error {
 	return nil
 }
 
+// maxChunk bounds the decoded size of one chunk (a chunk is decoded
+// whole, into memory).
+const maxChunk = 1 << 30
+
 func (a *array) checkReadable() error {
+	n := int64(a.size)
+	for _, c := range a.meta.Chunks {
+		if n > maxChunk/c {
+			return fmt.Errorf("chunks %v of %d-byte elements: over %d bytes: %w", a.meta.Chunks, a.size, maxChunk, omni.ErrNotSupported)
+		}
+		n *= c
+	}
 	if a.meta.Order != "" && a.meta.Order != "C" {
 		return fmt.Errorf("order %q: %w", a.meta.Order, omni.ErrNotSupported)
 	}
@@ -238,7 +252,7 @@ func readAttrs(dir string) ([]omni.Attribute, []string, error) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if k == "_ARRAY_DIMENSIONS" {
-			json.Unmarshal(raw[k], &dims)
+			dims = arrayDims(raw[k])
 			continue
 		}
 		if a, ok := jsonAttr(k, raw[k]); ok {
@@ -246,6 +260,22 @@ func readAttrs(dir string) ([]omni.Attribute, []string, error) {
 		}
 	}
 	return out, dims, nil
+}
+
+// arrayDims decodes xarray's _ARRAY_DIMENSIONS: nil unless it is a list
+// of names that can name an axis (json.Unmarshal leaves the elements it
+// decoded before an error, such as "" for a number).
+func arrayDims(raw json.RawMessage) []string {
+	var dims []string
+	if json.Unmarshal(raw, &dims) != nil {
+		return nil
+	}
+	for _, d := range dims {
+		if d == "" || d == "." || d == ".." || len(d) > 1024 || strings.ContainsRune(d, '/') {
+			return nil
+		}
+	}
+	return dims
 }
 
 // jsonAttr types a JSON attribute value: strings, integers (int64) or

@@ -115,10 +115,10 @@ func decodeHello(b []byte) (hello, error) {
 	h := hello{binary.LittleEndian.Uint32(b[0:]), binary.LittleEndian.Uint32(b[4:]), binary.LittleEndian.Uint64(b[8:]),
 		binary.LittleEndian.Uint64(b[16:])}
 	if h.magic != helloMagic || h.version != helloVersion {
-		return h, fmt.Errorf("hello magic %#x version %d", h.magic, h.version)
+		return hello{}, fmt.Errorf("hello magic %#x version %d", h.magic, h.version)
 	}
 	if h.flags&^helloNoSpin != 0 {
-		return h, fmt.Errorf("hello flags %#x", h.flags)
+		return hello{}, fmt.Errorf("hello flags %#x", h.flags)
 	}
 	return h, nil
 }
@@ -146,7 +146,7 @@ func decodeWelcome(b []byte) (welcome, error) {
 	w := welcome{binary.LittleEndian.Uint32(b[0:]), binary.LittleEndian.Uint32(b[4:]),
 		binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[24:])}
 	if w.magic != helloMagic {
-		return w, fmt.Errorf("welcome magic %#x", w.magic)
+		return welcome{}, fmt.Errorf("welcome magic %#x", w.magic)
 	}
 	return w, nil
 }

@@ -122,12 +122,14 @@ func (m *Module) blobArgs(t *runtime.Task, more bool) (*bufferpool.Bucket, strin
 		return nil, "", nil, err
 	}
 	name := r.String(MaxName)
+	err = r.Err()
 	if !more {
-		if err := r.Done(); err != nil {
-			return nil, "", nil, err
-		}
+		err = r.Done()
 	}
-	return b, name, r, r.Err()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return b, name, r, nil
 }
 
 func (m *Module) open(_ context.Context, t *runtime.Task) (runtime.Result, error) {

@@ -68,14 +68,21 @@ func WriteInfo(w *runtime.ArgWriter, i Info) {
 	}
 }
 
-// ReadInfo decodes one Info (check r.Err).
+// ReadInfo decodes one Info (check r.Err); the zero Info if it fails.
 func ReadInfo(r *runtime.ArgReader) Info {
+	if i := readInfo(r); r.Err() == nil {
+		return i
+	}
+	return Info{}
+}
+
+func readInfo(r *runtime.ArgReader) Info {
 	i := Info{Name: r.String(MaxName), Page: r.I64(), Size: r.I64(), Tier: r.String(MaxName), Dirty: r.Bool(),
 		Version: r.U64(), Reads: r.U64(), Score: r.F64()}
 	i.LastUsed = time.Unix(0, r.I64())
 	n := r.U32()
 	if n > MaxTags {
-		r.Blob(-1) // forces an error
+		r.Failf("%d tags, limit %d", n, MaxTags)
 		return i
 	}
 	if n > 0 {
@@ -83,6 +90,9 @@ func ReadInfo(r *runtime.ArgReader) Info {
 	}
 	for j := uint32(0); j < n && r.Err() == nil; j++ {
 		k := r.String(MaxTagKey)
+		if _, dup := i.Tags[k]; dup {
+			r.Failf("tag %q twice", k)
+		}
 		i.Tags[k] = r.String(MaxTagValue)
 	}
 	return i

@@ -105,9 +105,13 @@ func WriteStat(w *runtime.ArgWriter, st Stat) {
 	w.U32(st.Mode).I64(st.Size).U64(st.Nlink).U32(st.UID).U32(st.GID).U64(st.Ino).I64(st.Mtime)
 }
 
-// ReadStat decodes a Stat (check r.Err).
+// ReadStat decodes a Stat (check r.Err); the zero Stat if it fails.
 func ReadStat(r *runtime.ArgReader) Stat {
-	return Stat{Mode: r.U32(), Size: r.I64(), Nlink: r.U64(), UID: r.U32(), GID: r.U32(), Ino: r.U64(), Mtime: r.I64()}
+	st := Stat{Mode: r.U32(), Size: r.I64(), Nlink: r.U64(), UID: r.U32(), GID: r.U32(), Ino: r.U64(), Mtime: r.I64()}
+	if r.Err() != nil {
+		return Stat{}
+	}
+	return st
 }
 
 func wrap(err error) error {

@@ -1,0 +1,115 @@
+package cte
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/iowarp/iowarp/bufferpool"
+	"github.com/iowarp/iowarp/runtime"
+)
+
+func sampleInfo(tags map[string]string) Info {
+	return Info{Name: "b", Page: 1, Size: 4096, Tier: "ram", Dirty: true, Version: 3, Reads: 9, Score: 0.5,
+		LastUsed: time.Unix(0, 1234567890), Tags: tags}
+}
+
+// FuzzReadInfo: no panic; an error returns the zero Info; a decoded Info
+// with at most one tag (map order) encodes back to its bytes.
+func FuzzReadInfo(f *testing.F) {
+	for _, tags := range []map[string]string{nil, {"k": "v"}, {"a": "1", "b": "2"}} {
+		w := runtime.NewArgWriter(nil)
+		WriteInfo(w, sampleInfo(tags))
+		f.Add(w.Bytes())
+	}
+	w := runtime.NewArgWriter(nil)
+	WriteInfo(w, sampleInfo(nil))
+	f.Add(append(w.Bytes()[:len(w.Bytes())-4], 0xff, 0xff, 0, 0)) // too many tags
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := runtime.NewArgReader(b)
+		i := ReadInfo(r)
+		if err := r.Err(); err != nil {
+			if !zeroInfo(i) {
+				t.Fatalf("error %v with a partial info %+v", err, i)
+			}
+			return
+		}
+		if r.Done() != nil {
+			return // trailing bytes: not ReadInfo's to refuse
+		}
+		if len(i.Tags) > 1 {
+			return
+		}
+		w := runtime.NewArgWriter(nil)
+		WriteInfo(w, i)
+		if !bytes.Equal(w.Bytes(), b) {
+			t.Fatalf("info %+v does not encode back to %x", i, b)
+		}
+	})
+}
+
+func zeroInfo(i Info) bool {
+	return i.Name == "" && i.Page == 0 && i.Size == 0 && i.Tier == "" && !i.Dirty && i.Version == 0 &&
+		i.Reads == 0 && math.Float64bits(i.Score) == 0 && i.LastUsed.IsZero() && i.Tags == nil
+}
+
+func ref(name string) *runtime.ArgWriter {
+	w := runtime.NewArgWriter(nil)
+	WriteRef(w, 0, name)
+	return w
+}
+
+// FuzzMethods runs one method of the module with the input as its
+// arguments, from a session, on a pool holding one blob: no panic, and
+// arguments that do not decode (ErrBadArgs) leave no result.
+func FuzzMethods(f *testing.F) {
+	ids := map[string]uint8{}
+	for i, name := range New(nil).Names() {
+		ids[name] = uint8(i)
+	}
+	add := func(method string, args []byte, in []byte) { f.Add(ids[method], args, in) }
+	add(MOpen, runtime.NewArgWriter(nil).String("a").Bytes(), nil)
+	add(MClose, runtime.NewArgWriter(nil).U64(1).Bytes(), nil)
+	add(MPut, ref("a").String("b").Bytes(), []byte("data"))
+	add(MGet, ref("a").String("b").Bytes(), nil)
+	add(MPartialPut, ref("a").String("b").I64(2).Bytes(), []byte("xy"))
+	add(MPartialGet, ref("a").String("b").I64(1).Bytes(), nil)
+	add(MDelete, ref("a").String("b").Bytes(), nil)
+	add(MList, ref("a").Bytes(), nil)
+	add(MStat, ref("a").String("b").Bytes(), nil)
+	add(MSetTag, ref("a").String("b").String("k").String("v").Bytes(), nil)
+	add(MDeleteTag, ref("a").String("b").String("k").Bytes(), nil)
+	add(MBuckets, nil, nil)
+	add(MDeleteBucket, runtime.NewArgWriter(nil).String("a").Bytes(), nil)
+	add(MStats, nil, nil)
+	add(MGet, runtime.NewArgWriter(nil).U64(7).String("b").Bytes(), nil) // a handle that is not open
+	add(MPartialGet, ref("a").String("b").I64(-1).Bytes(), nil)
+	f.Fuzz(func(t *testing.T, method uint8, args, in []byte) {
+		pool, err := bufferpool.New(bufferpool.Config{Tiers: []bufferpool.TierConfig{
+			{Name: "ram", Kind: bufferpool.KindRAM, Capacity: 4 << 20}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		m := New(pool)
+		s := runtime.NewSession(1, 100, 1000, 1000)
+		defer s.Close()
+		run := func(method uint32, args, in []byte) (runtime.Result, error) {
+			return m.Run(context.Background(), &runtime.Task{MethodID: method, Args: args, In: in,
+				Out: make([]byte, 4096), Session: s})
+		}
+		if _, err := run(uint32(ids[MOpen]), runtime.NewArgWriter(nil).String("a").Bytes(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := run(uint32(ids[MPut]), ref("a").String("b").Bytes(), []byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		res, err := run(uint32(method)%uint32(len(m.MethodTable)), args, in)
+		if errors.Is(err, runtime.ErrBadArgs) && res != (runtime.Result{}) {
+			t.Fatalf("undecodable arguments (%v) with a result %+v", err, res)
+		}
+	})
+}
