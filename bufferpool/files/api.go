@@ -98,6 +98,9 @@ type Stats struct {
 	ReadMisses   uint64           `json:"read_misses"`
 	BytesRead    uint64           `json:"bytes_read"`
 	BytesWritten uint64           `json:"bytes_written"`
+	// Replay is what start-up wrote back from the file tier of a killed
+	// daemon (nil: none found).
+	Replay *bufferpool.ReplayReport `json:"replay,omitempty"`
 }
 
 // Errors returned by FS methods wrap a syscall.Errno when they come from

@@ -3,6 +3,7 @@ package tier
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -125,8 +126,9 @@ func (s *Stale) ReadJournal() (recs []Record, rest int, err error) {
 	return recs, rest, nil
 }
 
-// ReadSegment fills buf from offset off of the segment file called name.
-// A segment file that is gone or too short is an error.
+// ReadSegment fills buf from offset off of the segment file called name;
+// bytes past its end read as zero, as in a live segment. A segment file
+// that is gone is an error.
 func (s *Stale) ReadSegment(name string, off int64, buf []byte) error {
 	if name == "" || name != filepath.Base(name) || name == lockName || name == journalName {
 		return fmt.Errorf("segment %q: %w", name, ErrCorrupt)
@@ -136,7 +138,12 @@ func (s *Stale) ReadSegment(name string, off int64, buf []byte) error {
 		return err
 	}
 	defer f.Close()
-	if _, err := f.ReadAt(buf, off); err != nil {
+	n, err := f.ReadAt(buf, off)
+	if err == io.EOF {
+		clear(buf[n:])
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("read segment %s at %d: %w", name, off, err)
 	}
 	return nil
