@@ -31,8 +31,20 @@ type ReplayReport struct {
 	Kept    int   `json:"kept"`    // directories kept for a later daemon (a writer failed)
 	// Reclaimed is the bytes of tier files removed.
 	Reclaimed int64 `json:"reclaimed_bytes"`
-	// Messages has one line per skipped page, failed file, torn journal.
+	// Messages has one line per skipped page, failed file, torn journal
+	// (the first maxMessages; then one line saying how many more).
 	Messages []string `json:"messages,omitempty"`
+	more     int
+}
+
+const maxMessages = 64
+
+func (r *ReplayReport) note(msg string) {
+	if len(r.Messages) < maxMessages {
+		r.Messages = append(r.Messages, msg)
+	} else {
+		r.more++
+	}
 }
 
 // ReplayOpener opens the file of f for Replay to write its pages back.
@@ -78,10 +90,13 @@ func (p *Pool) Replay(open ReplayOpener) ReplayReport {
 			continue // still counted against the tier until Close
 		}
 		if err := sd.s.Remove(); err != nil {
-			rep.Messages = append(rep.Messages, fmt.Sprintf("remove %s: %v", sd.s.Dir(), err))
+			rep.note(fmt.Sprintf("remove %s: %v", sd.s.Dir(), err))
 		}
 		p.tiers[sd.t].release(sd.s.Bytes)
 		rep.Reclaimed += sd.s.Bytes
+	}
+	if rep.more > 0 {
+		rep.Messages = append(rep.Messages, fmt.Sprintf("... and %d more", rep.more))
 	}
 	return rep
 }
@@ -165,16 +180,16 @@ func mapKeys(m map[int64]tier.Record) func(func(int64) bool) {
 func (p *Pool) replayDir(s *tier.Stale, open ReplayOpener, rep *ReplayReport) (keep bool) {
 	recs, rest, err := s.ReadJournal()
 	if err != nil {
-		rep.Messages = append(rep.Messages, err.Error())
+		rep.note(err.Error())
 		return false
 	}
 	if rest > 0 {
-		rep.Messages = append(rep.Messages, fmt.Sprintf("journal in %s: %d bytes of a torn or corrupt tail ignored", s.Dir(), rest))
+		rep.note(fmt.Sprintf("journal in %s: %d bytes of a torn or corrupt tail ignored", s.Dir(), rest))
 	}
 	for _, f := range foldJournal(recs) {
 		if err := replayOne(s, f, open, rep); err != nil {
 			rep.Failed++
-			rep.Messages = append(rep.Messages, fmt.Sprintf("replay of %s from %s: %v", f.Tag, s.Dir(), err))
+			rep.note(fmt.Sprintf("replay of %s from %s: %v", f.Tag, s.Dir(), err))
 			if !errors.Is(err, ErrNotFound) {
 				keep = true
 			}
@@ -196,7 +211,7 @@ func replayOne(s *tier.Stale, f *replayFile, open ReplayOpener, rep *ReplayRepor
 		data, err := readChecked(s, f.recs[i], buf)
 		if err != nil {
 			rep.Skipped++
-			rep.Messages = append(rep.Messages, fmt.Sprintf("page %d of %s skipped, not written back: %v", i, f.Tag, err))
+			rep.note(fmt.Sprintf("page %d of %s skipped, not written back: %v", i, f.Tag, err))
 			continue
 		}
 		data = data[:min(int64(len(data)), f.Size-i*f.PageSize)]

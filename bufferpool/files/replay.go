@@ -17,7 +17,7 @@ import (
 // Crash replay. The pool journals the dirty pages of a file that sit on a
 // file tier (bufferpool/journal.go) under a tag naming the backing inode:
 // its device and inode numbers, its file handle (name_to_handle_at) and
-// the path it had when the file object was made. A new FS asks the pool
+// the path it had when the file object was made, and its birth time. A new FS asks the pool
 // for what the journals of dead daemons still hold (Pool.Replay) and
 // writes it to the backing files before it serves: it opens each by
 // handle (open_by_handle_at, which needs CAP_DAC_READ_SEARCH), else by
@@ -27,19 +27,31 @@ import (
 // held is lost, and is not replaced by zeros), nor below the backing
 // file's size. Then the dead daemon's tier files are removed.
 
-// journalTag names the backing inode open at fd for the journal.
+// journalTag names the backing inode open at fd for the journal. The
+// birth time tells a reused inode number from the file it was (0 where
+// the file system keeps none).
 func journalTag(fd int, st *unix.Stat_t) []byte {
 	path, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
 	handle := "-"
 	if h, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH); err == nil {
 		handle = fmt.Sprintf("%d:%x", h.Type(), h.Bytes())
 	}
-	return fmt.Appendf(nil, "dev=%d ino=%d handle=%s path=%s", st.Dev, st.Ino, handle, path)
+	return fmt.Appendf(nil, "dev=%d ino=%d btime=%d handle=%s path=%s", st.Dev, st.Ino, birthTime(fd), handle, path)
+}
+
+// birthTime is the inode's creation time in nanoseconds, 0 if unknown.
+func birthTime(fd int) int64 {
+	var stx unix.Statx_t
+	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BTIME, &stx) != nil || stx.Mask&unix.STATX_BTIME == 0 {
+		return 0
+	}
+	return stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
 }
 
 // tagInfo is a parsed journalTag.
 type tagInfo struct {
 	key    fileKey
+	btime  int64
 	handle *unix.FileHandle
 	path   string
 }
@@ -51,7 +63,7 @@ func parseTag(tag []byte) (tagInfo, error) {
 	s := string(tag)
 	var ok bool
 	fields := make(map[string]string)
-	for _, k := range []string{"dev", "ino", "handle"} {
+	for _, k := range []string{"dev", "ino", "btime", "handle"} {
 		var v string
 		if v, s, ok = strings.Cut(strings.TrimPrefix(s, k+"="), " "); !ok {
 			return t, fmt.Errorf("%w: %q", errBadTag, tag)
@@ -63,10 +75,11 @@ func parseTag(tag []byte) (tagInfo, error) {
 		return t, fmt.Errorf("%w: %q", errBadTag, tag)
 	}
 	t.path = p
-	var err1, err2 error
+	var err1, err2, err3 error
 	t.key.dev, err1 = strconv.ParseUint(fields["dev"], 10, 64)
 	t.key.ino, err2 = strconv.ParseUint(fields["ino"], 10, 64)
-	if err1 != nil || err2 != nil {
+	t.btime, err3 = strconv.ParseInt(fields["btime"], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
 		return t, fmt.Errorf("%w: %q", errBadTag, tag)
 	}
 	if h := fields["handle"]; h != "-" {
@@ -112,7 +125,7 @@ func checkInode(fd int, t tagInfo) (*os.File, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("stat %s: %w", t.path, err)
 	}
-	if keyOf(&st) != t.key || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if keyOf(&st) != t.key || st.Mode&unix.S_IFMT != unix.S_IFREG || t.btime != 0 && birthTime(fd) != t.btime {
 		unix.Close(fd)
 		return nil, fmt.Errorf("%s is no longer inode %d: %w", t.path, t.key.ino, bufferpool.ErrNotFound)
 	}

@@ -2,6 +2,7 @@ package files
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,9 +153,49 @@ func TestJournalTagRoundTrip(t *testing.T) {
 	if ti.key != keyOf(&st) || ti.path != f.Name() {
 		t.Fatalf("tag %q parsed as %+v", tag, ti)
 	}
-	for _, bad := range []string{"", "dev=1", "dev=x ino=1 handle=- path=/a", "dev=1 ino=2 handle=zz path=/a", "dev=1 ino=2 handle=- /a"} {
+	for _, bad := range []string{"", "dev=1", "dev=x ino=1 handle=- path=/a", "dev=1 ino=2 handle=zz path=/a", "dev=1 ino=2 btime=0 handle=- /a", "dev=1 ino=2 handle=- path=/a"} {
 		if _, err := parseTag([]byte(bad)); err == nil || !strings.Contains(err.Error(), "bad journal tag") {
 			t.Errorf("parseTag(%q) = %v", bad, err)
 		}
 	}
 }
+
+// TestOpenTaggedByPath: without a file handle the tag's path is opened,
+// and only if it still names the same inode.
+func TestOpenTaggedByPath(t *testing.T) {
+	tfs := newTestFS(t, Writeback, 4*testPage, 4*testPage, nil)
+	p := filepath.Join(tfs.backing, "x")
+	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	pf, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti := tagInfo{key: keyOf(&st), path: p, btime: birthTime(int(pf.Fd()))}
+	pf.Close()
+	if ti.btime == 0 {
+		t.Skip("no birth times on this file system: a reused inode number cannot be told apart")
+	}
+	f, err := tfs.openTagged(ti)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	// Another inode under the same name: not ours.
+	os.Remove(p)
+	os.WriteFile(p+".tmp", []byte("y"), 0o644)
+	os.Rename(p+".tmp", p)
+	if _, err := tfs.openTagged(ti); !errors.Is(err, bufferpool.ErrNotFound) {
+		t.Fatalf("a different inode at the path: %v", err)
+	}
+	os.Remove(p)
+	if _, err := tfs.openTagged(ti); !errors.Is(err, bufferpool.ErrNotFound) {
+		t.Fatalf("a missing path: %v", err)
+	}
+}
+
