@@ -198,4 +198,3 @@ func TestOpenTaggedByPath(t *testing.T) {
 		t.Fatalf("a missing path: %v", err)
 	}
 }
-
