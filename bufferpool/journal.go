@@ -115,15 +115,63 @@ func (p *Pool) SyncJournal() error {
 			first = cmpErr(first, err)
 		}
 	}
-	for _, j := range p.journals {
-		if j != nil {
-			first = cmpErr(first, j.Sync())
+	for t, j := range p.journals {
+		if j == nil {
+			continue
 		}
+		if j.Size() > compactAt {
+			first = cmpErr(first, p.compactJournal(t))
+		}
+		first = cmpErr(first, j.Sync())
 	}
 	if first != nil {
 		p.jerrors.Add(1)
 	}
 	return first
+}
+
+// compactAt is the journal size past which SyncJournal rewrites it with
+// only what it still needs (the pages it holds as dirty).
+var compactAt int64 = 16 << 20
+
+// compactJournal rewrites tier t's journal as a snapshot of the buckets'
+// journal state (see tier.Journal on how Append runs meanwhile).
+func (p *Pool) compactJournal(t int) error {
+	j := p.journals[t]
+	if err := j.StartCompact(); err != nil {
+		return err
+	}
+	var err error
+	for _, b := range p.snapshot() {
+		b.mu.Lock()
+		err = b.snapshotJournalLocked(t)
+		b.mu.Unlock()
+		if err != nil {
+			break
+		}
+	}
+	return cmpErr(err, j.FinishCompact(err == nil))
+}
+
+// snapshotJournalLocked appends what tier t's next journal needs of b.
+func (b *Bucket) snapshotJournalLocked(t int) error {
+	j := b.j
+	if j == nil || b.dead {
+		return nil
+	}
+	recs := []tier.Record{{Kind: tier.RecBucket, Bucket: b.id, Tag: j.tag, PageSize: b.pageSize}}
+	for _, lp := range j.logged {
+		if lp.tier == t {
+			recs = append(recs, lp.rec)
+		}
+	}
+	if len(recs) == 1 {
+		j.known[t] = false // a later page record brings its RecBucket
+		return nil
+	}
+	j.known[t] = true
+	recs = append(recs, tier.Record{Kind: tier.RecSize, Bucket: b.id, Size: j.size})
+	return b.p.journals[t].AppendNext(recs...)
 }
 
 func cmpErr(first, err error) error {

@@ -10,9 +10,14 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/iowarp/iowarp/bufferpool/tier"
 )
 
-const crashEnv = "IOWARP_BUFFERPOOL_CRASH_DIR"
+const (
+	crashEnv   = "IOWARP_BUFFERPOOL_CRASH_DIR"
+	compactEnv = "IOWARP_BUFFERPOOL_COMPACT"
+)
 
 // journalConfig is a pool whose RAM tier holds two 4 KiB pages, over a
 // journaled file tier in dir.
@@ -33,6 +38,9 @@ func TestCrashChild(t *testing.T) {
 	dir := os.Getenv(crashEnv)
 	if dir == "" {
 		t.Skip("run by crashPool")
+	}
+	if os.Getenv(compactEnv) != "" {
+		compactAt = 0 // every pass compacts
 	}
 	p, err := New(journalConfig(dir, true))
 	if err != nil {
@@ -87,12 +95,16 @@ func TestCrashChild(t *testing.T) {
 }
 
 // crashPool runs TestCrashChild on a file tier in a new directory and
-// returns the directory.
-func crashPool(t *testing.T) string {
+// returns the directory; compact makes its every journal pass compact
+// the journal.
+func crashPool(t *testing.T, compact ...bool) string {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashEnv+"="+dir)
+	if len(compact) > 0 && compact[0] {
+		cmd.Env = append(cmd.Env, compactEnv+"=1")
+	}
 	out, err := cmd.CombinedOutput()
 	ee, ok := err.(*exec.ExitError)
 	if !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
@@ -148,8 +160,43 @@ func instanceDirs(t *testing.T, dir string) int {
 // cut at the logged size; not what was written back, truncated, deleted,
 // or changed after its record; then the dead pool's files are gone and
 // their space counted back.
-func TestJournalReplay(t *testing.T) {
-	dir := crashPool(t)
+func TestJournalReplay(t *testing.T) { checkReplay(t, crashPool(t)) }
+
+// TestJournalCompacted: the same crash, with the journal compacted at
+// every pass, replays the same.
+func TestJournalCompacted(t *testing.T) {
+	dir := crashPool(t, true)
+	inst := instanceDir(t, dir)
+	if _, err := os.Stat(filepath.Join(inst, "journal.next")); err == nil {
+		t.Fatal("journal.next left behind")
+	}
+	b, err := os.ReadFile(filepath.Join(inst, "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, rest := tier.ParseJournal(b)
+	for _, r := range recs {
+		if r.Kind == tier.RecGone {
+			t.Fatalf("a compacted journal holds a RecGone: %+v", r)
+		}
+	}
+	if rest != 0 || len(recs) == 0 {
+		t.Fatalf("%d records, %d bytes unread", len(recs), rest)
+	}
+	checkReplay(t, dir)
+}
+
+func instanceDir(t *testing.T, dir string) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(dir, "iowarp-*"))
+	if len(m) != 1 {
+		t.Fatalf("instance directories %v", m)
+	}
+	return m[0]
+}
+
+func checkReplay(t *testing.T, dir string) {
+	t.Helper()
 	p, err := New(journalConfig(dir, true))
 	if err != nil {
 		t.Fatal(err)

@@ -214,11 +214,22 @@ func ParseJournal(b []byte) (recs []Record, rest int) {
 
 // Journal appends records to a file tier's journal. Safe for concurrent
 // use.
+//
+// Compaction (StartCompact, AppendNext, FinishCompact): while it runs,
+// Append writes to the old journal and to the next one; the owner
+// appends a snapshot of what still matters to the next one only, and
+// FinishCompact syncs it and renames it over the old one. Records of a
+// bucket that reach the next journal before its snapshot (no RecBucket
+// yet there) are ignored by a replay, and the snapshot, taken later,
+// already holds their effect.
 type Journal struct {
 	mu    sync.Mutex
+	path  string
 	f     *os.File
+	next  *os.File // during a compaction
 	buf   []byte
-	dirty bool // appended since the last Sync
+	dirty bool  // appended since the last Sync
+	size  int64 // bytes in f
 }
 
 // Append writes recs to the journal in one write(2): once it returns they
@@ -234,8 +245,78 @@ func (j *Journal) Append(recs ...Record) error {
 	if _, err := j.f.Write(j.buf); err != nil {
 		return fmt.Errorf("append journal %s: %w", j.f.Name(), err)
 	}
+	j.size += int64(len(j.buf))
 	j.dirty = true
+	if j.next != nil {
+		if _, err := j.next.Write(j.buf); err != nil {
+			return fmt.Errorf("append journal %s: %w", j.next.Name(), err)
+		}
+	}
 	return nil
+}
+
+// Size is the bytes appended to the journal file (since its compaction).
+func (j *Journal) Size() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.size
+}
+
+// StartCompact opens the next journal; Append writes to both from now.
+func (j *Journal) StartCompact() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.next != nil {
+		return fmt.Errorf("journal %s: compaction already running: %w", j.f.Name(), ErrInvalid)
+	}
+	f, err := os.OpenFile(j.path+".next", os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("compact journal: %w", err)
+	}
+	j.next = f
+	return nil
+}
+
+// AppendNext writes recs to the next journal only (the snapshot).
+func (j *Journal) AppendNext(recs ...Record) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.buf = j.buf[:0]
+	for i := range recs {
+		j.buf = AppendFrame(j.buf, &recs[i])
+	}
+	if _, err := j.next.Write(j.buf); err != nil {
+		return fmt.Errorf("compact journal %s: %w", j.next.Name(), err)
+	}
+	return nil
+}
+
+// FinishCompact makes the next journal the journal (ok), or drops it.
+func (j *Journal) FinishCompact(ok bool) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	next := j.next
+	j.next = nil
+	if !ok {
+		next.Close()
+		return os.Remove(next.Name())
+	}
+	err := unix.Fdatasync(int(next.Fd()))
+	if err == nil {
+		err = os.Rename(next.Name(), j.path)
+	}
+	if err != nil {
+		next.Close()
+		os.Remove(next.Name())
+		return fmt.Errorf("compact journal: %w", err)
+	}
+	j.f.Close()
+	j.f = next
+	st, err := next.Stat()
+	if err == nil {
+		j.size = st.Size()
+	}
+	return err
 }
 
 // Sync makes what was appended, and the segment data written before it,

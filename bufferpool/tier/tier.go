@@ -79,11 +79,12 @@ func (d *Device) OpenJournal() (*Journal, error) {
 	if d.inst == nil {
 		return nil, fmt.Errorf("tier %s: journal on a %s tier: %w", d.name, d.kind, ErrInvalid)
 	}
-	f, err := os.OpenFile(filepath.Join(d.inst.dir, journalName), os.O_WRONLY|os.O_CREATE|os.O_APPEND|os.O_EXCL, 0o600)
+	path := filepath.Join(d.inst.dir, journalName)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("tier %s: %w", d.name, err)
 	}
-	return &Journal{f: f}, nil
+	return &Journal{path: path, f: f}, nil
 }
 
 // Close removes the instance directory of a file tier (every segment
