@@ -1,11 +1,11 @@
 package bufferpool
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"slices"
-	"strings"
 
 	"github.com/iowarp/iowarp/bufferpool/tier"
 )
@@ -81,7 +81,7 @@ func (p *Pool) Replay(open ReplayOpener) ReplayReport {
 	p.stale = nil
 	p.staleMu.Unlock()
 	var rep ReplayReport
-	slices.SortFunc(stale, func(x, y staleDir) int { return strings.Compare(x.s.Dir(), y.s.Dir()) })
+	slices.SortFunc(stale, func(x, y staleDir) int { return cmp.Compare(x.s.Started(), y.s.Started()) })
 	for _, sd := range stale {
 		rep.Dirs++
 		keep := p.replayDir(sd.s, open, &rep)

@@ -61,7 +61,7 @@ func TestStaleInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := d.Stale()
-	if len(st) != 1 || st[0].Dir() != dead || st[0].Bytes <= 0 {
+	if len(st) != 1 || st[0].Dir() != dead || st[0].Bytes <= 0 || st[0].Started() != 2 {
 		t.Fatalf("stale %v", st)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "iowarp-seg-old")); err == nil {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -112,6 +113,13 @@ type Stale struct {
 
 // Dir is the directory.
 func (s *Stale) Dir() string { return s.in.dir }
+
+// Started is when the dead daemon started (UnixNano, from the name).
+func (s *Stale) Started() int64 {
+	_, start, _ := strings.Cut(strings.TrimPrefix(filepath.Base(s.in.dir), instancePrefix), "-")
+	n, _ := strconv.ParseInt(start, 10, 64)
+	return n
+}
 
 // ReadJournal reads and parses the directory's journal (no journal: no
 // records). rest is the bytes of a torn or corrupt tail left unread.
