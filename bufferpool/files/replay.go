@@ -132,6 +132,13 @@ func checkInode(fd int, t tagInfo) (*os.File, error) {
 	return os.NewFile(uintptr(fd), t.path), nil
 }
 
+// inNamespace reports whether the open file is under the backing
+// directory: a replay writes nowhere else, whatever a journal says.
+func (fs *FS) inNamespace(f *os.File) bool {
+	p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	return err == nil && strings.HasPrefix(p, strings.TrimSuffix(fs.rootPath, "/")+"/")
+}
+
 // replaySink writes one file's replayed pages to its backing file.
 type replaySink struct {
 	f  *os.File
@@ -146,6 +153,10 @@ func (fs *FS) openReplay(rf *bufferpool.ReplayFile) (bufferpool.ReplaySink, erro
 	f, err := fs.openTagged(t)
 	if err != nil {
 		return nil, err
+	}
+	if !fs.inNamespace(f) {
+		f.Close()
+		return nil, fmt.Errorf("%s is outside the backing directory %s: %w", t.path, fs.rootPath, bufferpool.ErrNotFound)
 	}
 	return &replaySink{f: f, ps: rf.PageSize}, nil
 }

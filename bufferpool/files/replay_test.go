@@ -198,3 +198,25 @@ func TestOpenTaggedByPath(t *testing.T) {
 		t.Fatalf("a missing path: %v", err)
 	}
 }
+
+// TestReplayStaysInNamespace: a journal record naming a file outside the
+// backing directory is refused, whatever its tag says.
+func TestReplayStaysInNamespace(t *testing.T) {
+	tfs := newTestFS(t, Writeback, 4*testPage, 4*testPage, nil)
+	outside := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(outside, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(outside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	unix.Fstat(int(f.Fd()), &st)
+	tag := journalTag(int(f.Fd()), &st)
+	f.Close()
+	_, err = tfs.openReplay(&bufferpool.ReplayFile{Tag: tag, PageSize: testPage, Size: 4})
+	if !errors.Is(err, bufferpool.ErrNotFound) || !strings.Contains(err.Error(), "outside the backing directory") {
+		t.Fatalf("replay outside the namespace: %v", err)
+	}
+}

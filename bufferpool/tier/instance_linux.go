@@ -92,6 +92,9 @@ func findStale(dir string) ([]*instance, error) {
 		case strings.HasPrefix(name, legacyPrefix) && e.Type().IsRegular():
 			os.Remove(path)
 		case strings.HasPrefix(name, instancePrefix) && e.IsDir() && isInstanceName(name):
+			if !ownedPrivate(path) {
+				continue // not a directory this user's daemon made: never trust it
+			}
 			in, ok, err := lockInstance(path)
 			if err != nil {
 				continue // unreadable: leave it alone
@@ -102,6 +105,17 @@ func findStale(dir string) ([]*instance, error) {
 		}
 	}
 	return stale, nil
+}
+
+// ownedPrivate reports whether path is owned by this process's user and
+// writable by nobody else: a journal someone else could write would let
+// them choose what a root daemon writes where.
+func ownedPrivate(path string) bool {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil {
+		return false
+	}
+	return int(st.Uid) == os.Geteuid() && st.Mode&0o022 == 0
 }
 
 // isInstanceName reports whether name is iowarp-<pid>-<start>.

@@ -56,6 +56,9 @@ func TestStaleInstances(t *testing.T) {
 	os.WriteFile(filepath.Join(dead, "seg-1-x"), []byte("data"), 0o600)
 	os.WriteFile(filepath.Join(dir, "iowarp-seg-old"), []byte("x"), 0o600)
 	os.Mkdir(filepath.Join(dir, "iowarp-not-a-daemon"), 0o700)
+	open := filepath.Join(dir, "iowarp-3-4") // writable by others: never trusted
+	os.Mkdir(open, 0o700)
+	os.Chmod(open, 0o777)
 	d, err := Open(KindFile, "b", dir)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +80,7 @@ func TestStaleInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	ents, _ := os.ReadDir(dir)
-	if len(ents) != 2 { // the live instance and iowarp-not-a-daemon
+	if len(ents) != 3 { // the live instance, iowarp-not-a-daemon, the open one
 		t.Fatalf("left: %v", ents)
 	}
 }

@@ -124,7 +124,11 @@ func (s *Stale) Started() int64 {
 // ReadJournal reads and parses the directory's journal (no journal: no
 // records). rest is the bytes of a torn or corrupt tail left unread.
 func (s *Stale) ReadJournal() (recs []Record, rest int, err error) {
-	b, err := os.ReadFile(filepath.Join(s.in.dir, journalName))
+	path := filepath.Join(s.in.dir, journalName)
+	if _, err := os.Lstat(path); err == nil && !ownedPrivate(path) {
+		return nil, 0, fmt.Errorf("journal %s is not private to this user: ignored: %w", path, ErrCorrupt)
+	}
+	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, 0, nil
 	}
