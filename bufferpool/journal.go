@@ -107,12 +107,16 @@ func (p *Pool) SyncJournal() error {
 	p.jmu.Unlock()
 	var first error
 	for b := range pending {
-		b.mu.Lock()
-		err := b.journalLocked()
-		b.mu.Unlock()
-		if err != nil {
-			p.jmark(b) // retry next pass
-			first = cmpErr(first, err)
+		for more := true; more; {
+			var err error
+			b.mu.Lock()
+			more, err = b.journalLocked(journalBatch)
+			b.mu.Unlock()
+			if err != nil {
+				p.jmark(b) // retry next pass
+				first = cmpErr(first, err)
+				break
+			}
 		}
 	}
 	for t, j := range p.journals {
@@ -207,21 +211,36 @@ type jbatch struct {
 
 func (jb *jbatch) add(t int, r tier.Record) { jb.recs[t] = append(jb.recs[t], r) }
 
-// journalLocked logs the bucket's marked pages and its size.
-func (b *Bucket) journalLocked() error {
+// journalBatch bounds the pages one journal pass reads under a bucket's
+// lock before letting go of it, so that a file with many pages on the
+// file tier is not locked for long.
+var journalBatch = 32
+
+// journalLocked logs up to limit (0: all) of the bucket's marked pages,
+// and its size once none is left; more reports marked pages left.
+func (b *Bucket) journalLocked(limit int) (more bool, err error) {
 	j := b.j
 	if j == nil || b.dead {
-		return nil
+		return false, nil
+	}
+	pages := make([]int64, 0, min(len(j.touched), max(limit, 1)))
+	for i := range j.touched {
+		if limit > 0 && len(pages) == limit {
+			more = true
+			break
+		}
+		pages = append(pages, i)
 	}
 	batch := &jbatch{recs: make([][]tier.Record, len(b.p.tiers))}
 	known := append([]bool(nil), j.known...)
-	for i := range j.touched {
+	for _, i := range pages {
 		if err := b.journalPageLocked(batch, known, i); err != nil {
-			return err
+			return false, err
 		}
 	}
 	size := b.jsize.Load()
-	if size != j.size && (len(j.logged) > 0 || len(batch.apply) > 0) {
+	logSize := !more && size != j.size && (len(j.logged) > 0 || len(batch.apply) > 0)
+	if logSize {
 		for t := range batch.recs {
 			if known[t] {
 				batch.add(t, tier.Record{Kind: tier.RecSize, Bucket: b.id, Size: size})
@@ -229,13 +248,19 @@ func (b *Bucket) journalLocked() error {
 		}
 	}
 	if err := b.appendLocked(batch.recs); err != nil {
-		return err
+		return false, err
 	}
 	for _, fn := range batch.apply {
 		fn()
 	}
-	j.known, j.touched, j.size = known, nil, size
-	return nil
+	for _, i := range pages {
+		delete(j.touched, i)
+	}
+	j.known = known
+	if logSize {
+		j.size = size
+	}
+	return more, nil
 }
 
 // journalPageLocked adds to batch what the journals must learn of page i.
@@ -335,7 +360,7 @@ func (b *Bucket) journalTruncateLocked(size int64) error {
 		return nil
 	}
 	b.jsize.Store(size)
-	if err := b.journalLocked(); err != nil {
+	if _, err := b.journalLocked(0); err != nil {
 		return fmt.Errorf("journal truncate of bucket %s: %w", b.Name(), err)
 	}
 	return nil

@@ -42,6 +42,7 @@ func TestCrashChild(t *testing.T) {
 	if os.Getenv(compactEnv) != "" {
 		compactAt = 0 // every pass compacts
 	}
+	journalBatch = 2 // several lock holds per bucket and pass
 	p, err := New(journalConfig(dir, true))
 	if err != nil {
 		t.Fatal(err)
