@@ -131,7 +131,7 @@ func New(cfg Config) (*Pool, error) {
 // takes the dead daemons' directories the tiers found: kept, and counted
 // against their tier, for Replay; removed at once without a journal.
 func (p *Pool) openJournals(cfg Config) error {
-	if !cfg.Journal {
+	if !cfg.Journal || !slices.ContainsFunc(p.tiers, func(ts *tierState) bool { return ts.cfg.Kind == KindFile }) {
 		p.discardStale()
 		return nil
 	}
