@@ -63,6 +63,13 @@ type Config struct {
 	PromoteReads float64
 	// Seed for PlaceRandom (0 = time based).
 	Seed int64
+	// Journal keeps a journal on every file tier of the dirty pages of
+	// tagged buckets there (Bucket.SetJournalTag), for Replay after a
+	// crash. Without it the files of dead daemons are removed at New.
+	Journal bool
+	// JournalInterval is how often marked pages are journaled and the
+	// journals synced; 0 = 100ms, negative: only by SyncJournal.
+	JournalInterval time.Duration
 }
 
 // BucketOptions are fixed when a bucket is created.
@@ -109,6 +116,9 @@ type TierStats struct {
 	// Ceiling > 0: memory pressure holds the tier below this many bytes
 	// (Pool.Shed) until it passes (Pool.Unshed).
 	Ceiling int64 `json:"pressure_ceiling_bytes,omitempty"`
+	// Journaled is the pages this tier's journal holds as dirty: what a
+	// restart after kill -9 would write back.
+	Journaled int64 `json:"journaled_pages"`
 }
 
 // Stats is a snapshot of the pool.

@@ -107,6 +107,10 @@ type Bucket struct {
 	named  map[string]*blob
 	segs   []*segment // per tier, nil while closed
 	ndirty int
+	j      *bucketJournal // nil unless SetJournalTag (journal.go)
+
+	// jsize is the file's logical size for the journal (SetSharedSize).
+	jsize atomic.Int64
 }
 
 func newBucket(p *Pool, id uint64, name string, opts BucketOptions) *Bucket {
@@ -276,6 +280,7 @@ func (b *Bucket) setDirtyLocked(bl *blob, dirty bool) {
 		d = -d
 	}
 	b.p.tiers[bl.tier].dirty.Add(d)
+	b.jtouchLocked(bl)
 }
 
 // insertLocked adds bl to the bucket's map.
@@ -287,6 +292,7 @@ func (b *Bucket) insertLocked(bl *blob) {
 	}
 	if bl.dirty {
 		b.ndirty++
+		b.jtouchLocked(bl)
 	}
 }
 
@@ -300,6 +306,7 @@ func (b *Bucket) removeLocked(bl *blob) error {
 	if bl.dirty {
 		b.ndirty--
 	}
+	b.jtouchLocked(bl)
 	return b.detachLocked(bl)
 }
 
@@ -311,6 +318,7 @@ func (b *Bucket) drop() error {
 		return nil
 	}
 	var errs []error
+	b.journalDropLocked()
 	for _, bl := range b.pages {
 		b.releaseQuietLocked(bl)
 	}
@@ -429,6 +437,7 @@ func (b *Bucket) moveLocked(bl *blob, dst int) error {
 	err = b.detachLocked(bl)
 	bl.off = doff
 	b.enterTierLocked(bl, dst)
+	b.jtouchLocked(bl)
 	return err
 }
 

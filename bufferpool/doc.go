@@ -5,9 +5,12 @@
 //
 // # Semantics
 //
-// Nothing is durable: the pool is a cache. Close (or DeleteBucket) drops
-// every blob, dirty or not, and removes every segment; callers such as
-// bufferpool/files write dirty pages back before that.
+// The pool is a cache. Close (or DeleteBucket) drops every blob, dirty or
+// not, and removes every segment; callers such as bufferpool/files write
+// dirty pages back before that. The one exception is a crash: with
+// Config.Journal, dirty pages of tagged page buckets on file tiers are
+// journaled (journal.go), and the next pool on the same tier directory
+// hands them back (Replay) for the owner to write back.
 //
 // A bucket has one segment per tier, opened when the first blob lands on
 // that tier and closed when the last leaves (except the first-tier segment

@@ -2,6 +2,7 @@ package bufferpool
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -16,6 +17,9 @@ func countFds(t *testing.T) int {
 	return len(ents)
 }
 
+// dirEntries lists what a file tier directory holds: its files, and the
+// segment files and journals inside instance directories (the lock file
+// of a live instance is not counted).
 func dirEntries(t *testing.T, dir string) []string {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
@@ -24,7 +28,19 @@ func dirEntries(t *testing.T, dir string) []string {
 	}
 	var names []string
 	for _, e := range ents {
-		names = append(names, e.Name())
+		if !e.IsDir() {
+			names = append(names, e.Name())
+			continue
+		}
+		sub, err := os.ReadDir(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range sub {
+			if f.Name() != "lock" {
+				names = append(names, e.Name()+"/"+f.Name())
+			}
+		}
 	}
 	return names
 }

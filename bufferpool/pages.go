@@ -144,6 +144,7 @@ func (b *Bucket) wroteLocked(bl *blob, now int64) uint64 {
 	bl.version++
 	b.setDirtyLocked(bl, true)
 	bl.touch(now, false)
+	b.jtouchLocked(bl)
 	return bl.version
 }
 
@@ -175,6 +176,7 @@ func (b *Bucket) PutPage(i int64, data []byte, dirty bool) error {
 	bl.version++
 	b.setDirtyLocked(bl, dirty)
 	bl.touch(now, false)
+	b.jtouchLocked(bl)
 	return nil
 }
 
@@ -301,6 +303,9 @@ func (b *Bucket) Truncate(size int64) error {
 				err = e
 			}
 		}
+	}
+	if err == nil {
+		err = b.journalTruncateLocked(size)
 	}
 	if err != nil {
 		return fmt.Errorf("truncate bucket %s to %d: %w", b.Name(), size, err)

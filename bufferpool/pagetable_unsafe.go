@@ -396,11 +396,14 @@ func (b *Bucket) newPageTableLocked() (*pageTable, error) {
 }
 
 // SetSharedSize publishes the file's size in the page table (if any).
+// It is also the size the journal logs with the file's pages.
 func (b *Bucket) SetSharedSize(size int64) {
+	b.jsize.Store(size)
 	b.mu.RLock()
 	if pt := b.pt; pt != nil {
 		atomic.StoreInt64(pt.size(), size)
 	}
+	b.jsizeChangedLocked()
 	b.mu.RUnlock()
 }
 

@@ -43,6 +43,19 @@ type Pool struct {
 	mu      sync.Mutex
 	buckets map[string]*Bucket
 
+	// File-tier journal (journal.go): journals per tier (nil entries for
+	// tiers without one; nil slice without Config.Journal).
+	journals []*tier.Journal
+	jsyncMu  sync.Mutex // one journal pass at a time
+	jmu      sync.Mutex // leaf: guards jpending
+	jpending map[*Bucket]struct{}
+	jerrors  atomic.Uint64
+	jdone    chan struct{}
+
+	// stale lists the dead daemons' directories Replay has yet to take.
+	staleMu sync.Mutex
+	stale   []staleDir
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -80,23 +93,80 @@ func New(cfg Config) (*Pool, error) {
 	seen := make(map[string]bool)
 	for i, tc := range cfg.Tiers {
 		if tc.Name == "" || seen[tc.Name] {
+			p.closeDevices()
 			return nil, fmt.Errorf("new pool: tier %d: empty or duplicate name %q: %w", i, tc.Name, ErrInvalid)
 		}
 		seen[tc.Name] = true
 		ts, err := newTierState(i, tc)
 		if err != nil {
+			p.closeDevices()
 			return nil, fmt.Errorf("new pool: %w", err)
 		}
 		p.tiers = append(p.tiers, ts)
 	}
+	if err := p.openJournals(cfg); err != nil {
+		p.closeDevices()
+		return nil, fmt.Errorf("new pool: %w", err)
+	}
 	p.stop = make(chan struct{})
 	p.done = make(chan struct{})
+	p.jdone = make(chan struct{})
 	if p.interval > 0 {
 		go p.organizer()
 	} else {
 		close(p.done)
 	}
+	if ji := cfg.JournalInterval; p.journaling() && ji >= 0 {
+		if ji == 0 {
+			ji = 100 * time.Millisecond
+		}
+		go p.journaler(ji)
+	} else {
+		close(p.jdone)
+	}
 	return p, nil
+}
+
+// openJournals opens a journal on every file tier (Config.Journal) and
+// takes the dead daemons' directories the tiers found: kept, and counted
+// against their tier, for Replay; removed at once without a journal.
+func (p *Pool) openJournals(cfg Config) error {
+	if !cfg.Journal || !slices.ContainsFunc(p.tiers, func(ts *tierState) bool { return ts.cfg.Kind == KindFile }) {
+		p.discardStale()
+		return nil
+	}
+	p.journals = make([]*tier.Journal, len(p.tiers))
+	p.jpending = make(map[*Bucket]struct{})
+	for t, ts := range p.tiers {
+		if ts.cfg.Kind != KindFile {
+			continue
+		}
+		j, err := ts.dev.OpenJournal()
+		if err != nil {
+			return err
+		}
+		p.journals[t] = j
+		for _, s := range ts.dev.Stale() {
+			ts.used.Add(s.Bytes)
+			p.stale = append(p.stale, staleDir{t: t, s: s})
+		}
+	}
+	return nil
+}
+
+// closeDevices closes the journals and devices: instance directories of
+// file tiers are removed, stale ones not replayed are left for the next.
+func (p *Pool) closeDevices() error {
+	var first error
+	for _, j := range p.journals {
+		if j != nil {
+			first = cmpErr(first, j.Close())
+		}
+	}
+	for _, ts := range p.tiers {
+		first = cmpErr(first, ts.dev.Close())
+	}
+	return first
 }
 
 // Close stops the organizer, drops every bucket and releases every
@@ -108,6 +178,7 @@ func (p *Pool) Close() error {
 	}
 	close(p.stop)
 	<-p.done
+	<-p.jdone
 	p.mu.Lock()
 	buckets := p.buckets
 	p.buckets = make(map[string]*Bucket)
@@ -118,7 +189,7 @@ func (p *Pool) Close() error {
 			first = err
 		}
 	}
-	return first
+	return cmpErr(first, p.closeDevices())
 }
 
 // Bucket returns the bucket called name, creating it with opts if absent.
@@ -268,6 +339,7 @@ type tierState struct {
 	promo   atomic.Uint64
 	demo    atomic.Uint64
 	evicts  atomic.Uint64
+	jpages  atomic.Int64 // pages its journal holds as dirty
 }
 
 func newTierState(idx int, tc TierConfig) (*tierState, error) {
@@ -328,6 +400,6 @@ func (t *tierState) stats() TierStats {
 		Name: t.cfg.Name, Kind: t.cfg.Kind, Capacity: t.capacity,
 		Used: t.used.Load(), Blobs: t.blobs.Load(), Dirty: t.dirty.Load(),
 		Promoted: t.promo.Load(), Demoted: t.demo.Load(), Evicted: t.evicts.Load(),
-		HighWater: t.high, Ceiling: t.ceiling.Load(),
+		HighWater: t.high, Ceiling: t.ceiling.Load(), Journaled: t.jpages.Load(),
 	}
 }

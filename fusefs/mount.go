@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/internal/sys"
 )
 
 // Options configure a mount.
@@ -85,6 +86,9 @@ func Mount(dir string, fsys *files.FS, opts Options) (*Server, error) {
 	srv, err := fs.Mount(dir, root, fopts)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	if err := sys.CloexecDevFuse(); err != nil {
+		logrus.Warnf("mount %s: %v", dir, err)
 	}
 	return &Server{srv: srv, dir: dir, omni: root.m.omni}, nil
 }

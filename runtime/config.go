@@ -350,6 +350,9 @@ func (c *Config) PoolConfig() bufferpool.Config {
 		Placement:         c.Placement,
 		OrganizerInterval: c.Organizer.Interval,
 		PromoteReads:      c.Organizer.PromoteReads,
+		// Dirty pages on file tiers are journaled for replay after a
+		// crash, except where nothing is ever written back.
+		Journal: c.Mode != files.Scratch && !c.NoMount(),
 	}
 	for _, t := range c.Tiers {
 		pc.Tiers = append(pc.Tiers, bufferpool.TierConfig{

@@ -100,6 +100,9 @@ type Stats struct {
 	BytesWritten uint64           `json:"bytes_written"`
 	// DirSyncs counts fsyncs of backing directories (Fsyncdir).
 	DirSyncs uint64 `json:"dir_syncs"`
+	// Replay is what start-up wrote back from the file tier of a killed
+	// daemon (nil: none found).
+	Replay *bufferpool.ReplayReport `json:"replay,omitempty"`
 }
 
 // Errors returned by FS methods wrap a syscall.Errno when they come from

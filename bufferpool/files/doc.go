@@ -38,6 +38,10 @@
 //   - scratch: data is never written back; the private namespace is removed
 //     at Close.
 //
+// After kill -9, dirty pages that were on a journaled file tier are written
+// back by the next FS on the same pool directories before it serves
+// (replay.go); what was only in RAM is lost.
+//
 // A write-back error leaves the pages dirty in the pool (nothing is lost),
 // is retried, and is reported by the next fsync of that file.
 //

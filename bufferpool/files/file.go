@@ -85,6 +85,7 @@ func (fs *FS) attach(fd int, writable bool) (f *file, stale bool, err error) {
 		f.size.Store(st.Size)
 		if !fs.scratch { // a scratch placeholder holds no data
 			f.backingSize.Store(st.Size)
+			b.SetJournalTag(journalTag(fd, &st), st.Size)
 		}
 		f.seenSize, f.seenMtime = st.Size, st.Mtim
 		fs.files[k] = f

@@ -52,6 +52,9 @@ type FS struct {
 	maxIdle int
 
 	stats counters
+	// replayed is what New wrote back from a killed daemon's file tier
+	// (nil: nothing to replay).
+	replayed *bufferpool.ReplayReport
 }
 
 type counters struct {
@@ -114,6 +117,9 @@ func New(pool *bufferpool.Pool, opts Options) (*FS, error) {
 	}
 	fs.space = sync.NewCond(&fs.spaceMu)
 	fs.pages.New = func() any { b := make([]byte, fs.ps); return &b }
+	if !fs.scratch {
+		fs.replayed = fs.replay()
+	}
 	fs.flusher = newFlusher(fs, opts.Flushers)
 	return fs, nil
 }
@@ -234,6 +240,7 @@ func (fs *FS) Stats() Stats {
 		BytesRead:    fs.stats.bytesRead.Load(),
 		BytesWritten: fs.stats.written.Load(),
 		DirSyncs:     fs.stats.dirSyncs.Load(),
+		Replay:       fs.replayed,
 	}
 }
 

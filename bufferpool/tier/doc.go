@@ -17,9 +17,14 @@
 // shrunk behind the daemon's back) degrades to pread/pwrite rather than
 // killing the process. Close unmaps.
 //
-// Nothing here is durable: segment files of the file tier are scratch
-// space, removed by Close. Stale files left by a killed process are named
-// iowarp-seg-* in the tier directory.
+// Files of a file tier live in an instance directory per daemon,
+// DIR/iowarp-<pid>-<start>/ (instance_linux.go): a lock file flock'ed for
+// the daemon's life, the segment files (seg-*), removed by Segment.Close,
+// and a journal (journal.go) the buffer pool appends to, naming the dirty
+// pages the segments hold. Device.Close removes the directory. Open finds
+// the directories of dead daemons (their lock is free), locks them and
+// lists them in Device.Stale for the pool to replay and remove; segment
+// files of older builds (DIR/iowarp-seg-*) are removed at once.
 //
 // Concurrency: ReadAt may run concurrently with other ReadAt calls; every
 // other method needs exclusive access (the buffer pool calls them under

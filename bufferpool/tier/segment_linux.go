@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
@@ -36,11 +37,20 @@ func newMemfdSegment(name string) (*Segment, error) {
 }
 
 func newFileSegment(dir, label string) (*Segment, error) {
-	f, err := os.CreateTemp(dir, "iowarp-seg-"+label+"-*")
+	f, err := os.CreateTemp(dir, "seg-"+label+"-*")
 	if err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
 	return &Segment{f: f, fd: int(f.Fd()), path: f.Name()}, nil
+}
+
+// Name is the base name of a file-tier segment's file in the instance
+// directory ("" for the RAM tier).
+func (s *Segment) Name() string {
+	if s.path == "" {
+		return ""
+	}
+	return filepath.Base(s.path)
 }
 
 // Fd is the segment's file descriptor, owned by the Segment.

@@ -3,8 +3,13 @@ package tier
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 )
 
 // Device kinds; the buffer pool's KindRAM/KindFile have the same values.
@@ -18,13 +23,16 @@ var ErrInvalid = errors.New("tier: invalid argument")
 
 // Device is one tier. Safe for concurrent use.
 type Device struct {
-	kind string
-	name string
-	dir  string // KindFile only
+	kind  string
+	name  string
+	dir   string    // KindFile only
+	inst  *instance // KindFile: this process's instance directory
+	stale []*Stale  // KindFile: instance directories of dead daemons
 }
 
 // Open returns the device of kind ("ram" or "file") called name. A file
-// device creates dir if needed.
+// device creates dir if needed, and its instance directory in it; it
+// locks the instance directories of dead daemons it finds there (Stale).
 func Open(kind, name, dir string) (*Device, error) {
 	d := &Device{kind: kind, name: name, dir: dir}
 	switch kind {
@@ -37,9 +45,141 @@ func Open(kind, name, dir string) (*Device, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("tier %s: %w", name, err)
 		}
+		stale, err := findStale(dir)
+		if err != nil {
+			return nil, fmt.Errorf("tier %s: %w", name, err)
+		}
+		if d.inst, err = newInstance(dir); err != nil {
+			releaseAll(stale)
+			return nil, fmt.Errorf("tier %s: %w", name, err)
+		}
+		for _, in := range stale {
+			d.stale = append(d.stale, &Stale{in: in, Bytes: diskUsage(in.dir)})
+		}
 		return d, nil
 	default:
 		return nil, fmt.Errorf("tier %s: unknown kind %q: %w", name, kind, ErrInvalid)
+	}
+}
+
+// releaseAll unlocks instance directories without removing them.
+func releaseAll(ins []*instance) {
+	for _, in := range ins {
+		in.lock.Close()
+	}
+}
+
+// Stale lists the instance directories of dead daemons that Open found
+// (and locked) in a file tier's directory, for the owner to replay and
+// Remove.
+func (d *Device) Stale() []*Stale { return d.stale }
+
+// OpenJournal creates the journal of this process's instance (file
+// tiers only).
+func (d *Device) OpenJournal() (*Journal, error) {
+	if d.inst == nil {
+		return nil, fmt.Errorf("tier %s: journal on a %s tier: %w", d.name, d.kind, ErrInvalid)
+	}
+	path := filepath.Join(d.inst.dir, journalName)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("tier %s: %w", d.name, err)
+	}
+	return &Journal{path: path, f: f}, nil
+}
+
+// Close removes the instance directory of a file tier (every segment
+// must be closed) and releases stale directories nobody removed.
+func (d *Device) Close() error {
+	if d.inst == nil {
+		return nil
+	}
+	for _, s := range d.stale {
+		s.release()
+	}
+	return d.inst.remove()
+}
+
+// Stale is the instance directory of a dead daemon, locked by this
+// process until Remove (or Close of the device).
+type Stale struct {
+	in *instance
+	// Bytes is what its files take on disk.
+	Bytes int64
+
+	mu   sync.Mutex
+	done bool
+}
+
+// Dir is the directory.
+func (s *Stale) Dir() string { return s.in.dir }
+
+// Started is when the dead daemon started (UnixNano, from the name).
+func (s *Stale) Started() int64 {
+	_, start, _ := strings.Cut(strings.TrimPrefix(filepath.Base(s.in.dir), instancePrefix), "-")
+	n, _ := strconv.ParseInt(start, 10, 64)
+	return n
+}
+
+// ReadJournal reads and parses the directory's journal (no journal: no
+// records). rest is the bytes of a torn or corrupt tail left unread.
+func (s *Stale) ReadJournal() (recs []Record, rest int, err error) {
+	path := filepath.Join(s.in.dir, journalName)
+	if _, err := os.Lstat(path); err == nil && !ownedPrivate(path) {
+		return nil, 0, fmt.Errorf("journal %s is not private to this user: ignored: %w", path, ErrCorrupt)
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read journal in %s: %w", s.in.dir, err)
+	}
+	recs, rest = ParseJournal(b)
+	return recs, rest, nil
+}
+
+// ReadSegment fills buf from offset off of the segment file called name;
+// bytes past its end read as zero, as in a live segment. A segment file
+// that is gone is an error.
+func (s *Stale) ReadSegment(name string, off int64, buf []byte) error {
+	if name == "" || name != filepath.Base(name) || name == lockName || name == journalName {
+		return fmt.Errorf("segment %q: %w", name, ErrCorrupt)
+	}
+	f, err := os.Open(filepath.Join(s.in.dir, name))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	n, err := f.ReadAt(buf, off)
+	if err == io.EOF {
+		clear(buf[n:])
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read segment %s at %d: %w", name, off, err)
+	}
+	return nil
+}
+
+// Remove deletes the directory and its files.
+func (s *Stale) Remove() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return nil
+	}
+	s.done = true
+	return s.in.remove()
+}
+
+// release unlocks the directory, leaving it for a later daemon.
+func (s *Stale) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.done {
+		s.done = true
+		s.in.lock.Close()
 	}
 }
 
@@ -58,7 +198,7 @@ func (d *Device) NewSegment(label string) (*Segment, error) {
 	if d.kind == KindRAM {
 		return newMemfdSegment(d.name + ":" + label)
 	}
-	return newFileSegment(d.dir, sanitize(label))
+	return newFileSegment(d.inst.dir, sanitize(label))
 }
 
 // sanitize keeps a label usable inside a file name.

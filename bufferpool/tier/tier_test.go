@@ -58,8 +58,14 @@ func TestSegment(t *testing.T) {
 				t.Fatal(err)
 			}
 			if d.Dir() != "" {
-				if ents, _ := os.ReadDir(d.Dir()); len(ents) != 0 {
+				if ents, _ := os.ReadDir(d.inst.dir); len(ents) != 1 {
 					t.Fatalf("segment file left: %v", ents)
+				}
+				if err := d.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if ents, _ := os.ReadDir(d.Dir()); len(ents) != 0 {
+					t.Fatalf("instance directory left: %v", ents)
 				}
 			}
 		})

@@ -136,6 +136,10 @@ func printStats(w io.Writer, info Info, st files.Stats) error {
 	_, err := fmt.Fprintf(w, "reads: %d hits, %d misses (pool: %d hits, %d misses)   read %s   written %s   open files %d\n",
 		st.ReadHits, st.ReadMisses, st.Pool.Hits, st.Pool.Misses, runtime.FormatSize(int64(st.BytesRead)),
 		runtime.FormatSize(int64(st.BytesWritten)), st.OpenFiles)
+	if r := st.Replay; r != nil && err == nil {
+		_, err = fmt.Fprintf(w, "at start: replayed %d pages (%s) of %d files from the file tier of a killed daemon; %d pages skipped, %d files failed, %s of its tier files reclaimed\n",
+			r.Pages, runtime.FormatSize(r.Bytes), r.Files, r.Skipped, r.Failed, runtime.FormatSize(r.Reclaimed))
+	}
 	return err
 }
 

@@ -6,6 +6,7 @@ package sys
 import (
 	"fmt"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -60,4 +61,27 @@ func RaiseNofile() (uint64, error) {
 		return 0, err
 	}
 	return r.Cur, nil
+}
+
+// CloexecDevFuse sets close-on-exec on every /dev/fuse fd of the process.
+// go-fuse's direct mount opens /dev/fuse without it, so every program the
+// daemon runs (format helpers, umount) inherited the FUSE connection: a
+// child still alive after the daemon was killed -9 kept the dead mount's
+// connection open, and writers on the mount blocked until it died instead
+// of failing at once.
+func CloexecDevFuse() error {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("list fds: %w", err)
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && target == "/dev/fuse" {
+			unix.CloseOnExec(fd)
+		}
+	}
+	return nil
 }

@@ -13,6 +13,13 @@
 // JSON line, {"result":...} or {"error":"..."}; then the server closes the
 // connection. A Server is safe for concurrent use; it handles at most
 // maxConns connections at a time.
+//
+// Every wait is bounded. The client gives up after CallTimeout (ErrBusy)
+// for the whole exchange. The server answers an error when a handler
+// runs past handlerTimeout (the handler goes on in the background; with
+// maxConns of them still running, no new one starts) and when a
+// connection finds no free slot within handlerTimeout, so one stuck
+// handler never silences `iowarp stat` or `runtime status`.
 package control
 
 import (
@@ -36,12 +43,23 @@ import (
 
 const (
 	maxConns   = 8
-	ioTimeout  = 5 * time.Second
 	maxRequest = 4096
+	// CallTimeout bounds a whole exchange on the client side (connect,
+	// request, answer).
+	CallTimeout = 5 * time.Second
 )
 
-// ErrNoDaemon: nothing listens on the socket of a mount point.
-var ErrNoDaemon = errors.New("no iowarp daemon serves this mount")
+// handlerTimeout bounds a handler: past it the server answers ErrBusy,
+// well inside the client's bound, and the connection slot is free again.
+var handlerTimeout = 3 * time.Second
+
+var (
+	// ErrNoDaemon: nothing listens on the socket of a mount point.
+	ErrNoDaemon = errors.New("no iowarp daemon serves this mount")
+	// ErrBusy: the daemon is there but did not answer in time (its
+	// handler is stuck, or every connection slot is taken).
+	ErrBusy = errors.New("the iowarp daemon is not answering")
+)
 
 // DefaultDir is the directory of control sockets for this user.
 func DefaultDir() string {
@@ -85,7 +103,8 @@ type Server struct {
 	path     string
 	ln       *net.UnixListener
 	handlers map[string]Handler
-	sem      chan struct{}
+	sem      chan struct{} // connections being served
+	stuck    chan struct{} // handlers still running past handlerTimeout
 	wg       sync.WaitGroup
 }
 
@@ -106,7 +125,8 @@ func Listen(path string, handlers map[string]Handler) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{path: path, ln: ln, handlers: handlers, sem: make(chan struct{}, maxConns)}
+	s := &Server{path: path, ln: ln, handlers: handlers, sem: make(chan struct{}, maxConns),
+		stuck: make(chan struct{}, maxConns)}
 	s.wg.Add(1)
 	go s.serve()
 	return s, nil
@@ -130,18 +150,39 @@ func (s *Server) serve() {
 		if c == nil {
 			return
 		}
-		s.sem <- struct{}{}
 		s.wg.Add(1)
 		go func() {
-			defer func() { <-s.sem; s.wg.Done() }()
-			s.handle(c)
+			defer s.wg.Done()
+			s.serveConn(c)
 		}()
 	}
 }
 
+// serveConn waits (bounded) for one of the maxConns slots and handles c;
+// a connection that gets none is told the daemon is busy.
+func (s *Server) serveConn(c *net.UnixConn) {
+	t := time.NewTimer(handlerTimeout)
+	defer t.Stop()
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+		s.handle(c)
+	case <-t.C:
+		s.refuse(c)
+	}
+}
+
+// refuse answers ErrBusy without reading the request.
+func (s *Server) refuse(c *net.UnixConn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	b, _ := json.Marshal(response{Error: ErrBusy.Error() + ": all connections busy"})
+	c.Write(append(b, '\n'))
+}
+
 func (s *Server) handle(c *net.UnixConn) {
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(ioTimeout))
+	c.SetDeadline(time.Now().Add(CallTimeout))
 	var resp response
 	if err := checkPeer(c); err != nil {
 		resp.Error = err.Error()
@@ -170,7 +211,7 @@ func (s *Server) answer(c *net.UnixConn) (resp response) {
 	if !ok {
 		return response{Error: fmt.Sprintf("unknown operation %q", req.Op)}
 	}
-	v, err := h()
+	v, err := s.run(h)
 	if err != nil {
 		return response{Error: err.Error()}
 	}
@@ -179,6 +220,40 @@ func (s *Server) answer(c *net.UnixConn) (resp response) {
 		return response{Error: "encode result: " + err.Error()}
 	}
 	return response{Result: b}
+}
+
+// run calls h, giving up after handlerTimeout (the handler goes on, and
+// counts as stuck until it returns; with maxConns stuck ones, no new
+// handler is started).
+func (s *Server) run(h Handler) (any, error) {
+	select {
+	case s.stuck <- struct{}{}:
+	default:
+		return nil, fmt.Errorf("%w: %d requests still running", ErrBusy, maxConns)
+	}
+	type result struct {
+		v   any
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() { <-s.stuck }()
+		defer func() {
+			if r := recover(); r != nil {
+				done <- result{err: fmt.Errorf("internal error: %v", r)}
+			}
+		}()
+		v, err := h()
+		done <- result{v, err}
+	}()
+	t := time.NewTimer(handlerTimeout)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-t.C:
+		return nil, fmt.Errorf("%w: no answer in %v", ErrBusy, handlerTimeout)
+	}
 }
 
 // checkPeer answers only our own user and root.
@@ -199,6 +274,14 @@ func checkPeer(c *net.UnixConn) error {
 	return nil
 }
 
+// timedOut adds ErrBusy to a deadline error.
+func timedOut(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	return err
+}
+
 type limitedReader struct {
 	c *net.UnixConn
 	n int
@@ -217,9 +300,16 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 }
 
 // Call sends op to the daemon at path and decodes its result into result
-// (may be nil). A missing socket or a refused connection is ErrNoDaemon.
+// (may be nil). A missing socket or a refused connection is ErrNoDaemon;
+// no answer within CallTimeout is ErrBusy.
 func Call(path, op string, result any) error {
-	c, err := net.DialTimeout("unix", path, ioTimeout)
+	return CallWithin(path, op, result, CallTimeout)
+}
+
+// CallWithin is Call with its own bound on the whole exchange.
+func CallWithin(path, op string, result any, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	c, err := net.DialTimeout("unix", path, limit)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
 			return fmt.Errorf("%w (no socket at %s)", ErrNoDaemon, path)
@@ -227,14 +317,14 @@ func Call(path, op string, result any) error {
 		return fmt.Errorf("control socket %s: %w", path, err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(ioTimeout))
+	c.SetDeadline(deadline)
 	b, _ := json.Marshal(request{Op: op})
 	if _, err := c.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("control socket %s: %w", path, err)
+		return fmt.Errorf("control socket %s: %w", path, timedOut(err))
 	}
 	var resp response
 	if err := json.NewDecoder(c).Decode(&resp); err != nil {
-		return fmt.Errorf("control socket %s: bad answer: %w", path, err)
+		return fmt.Errorf("control socket %s: bad answer: %w", path, timedOut(err))
 	}
 	if resp.Error != "" {
 		return fmt.Errorf("daemon: %s", resp.Error)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestSocketPath(t *testing.T) {
@@ -137,5 +138,68 @@ func TestBadRequest(t *testing.T) {
 			t.Errorf("request %.20q: %+v, %v", req, resp, err)
 		}
 		c.Close()
+	}
+}
+
+// TestCallNoAnswer: a daemon that accepts but never answers makes Call
+// fail with ErrBusy at its bound instead of blocking.
+func TestCallNoAnswer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mute.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // never read, never answered
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	err = CallWithin(path, "stats", nil, 200*time.Millisecond)
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("call to a mute daemon: %v, want ErrBusy", err)
+	}
+}
+
+// TestStuckHandler: a handler that never returns is answered with an
+// error after handlerTimeout, and the server keeps answering other
+// operations, also once more calls are stuck than it has slots.
+func TestStuckHandler(t *testing.T) {
+	old := handlerTimeout
+	handlerTimeout = 100 * time.Millisecond
+	defer func() { handlerTimeout = old }()
+	release := make(chan struct{})
+	srv, err := Listen(filepath.Join(t.TempDir(), "c.sock"), map[string]Handler{
+		"stuck": func() (any, error) { <-release; return nil, nil },
+		"ok":    func() (any, error) { return "fine", nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	defer close(release)
+	for i := range maxConns + 2 {
+		if err := Call(srv.Path(), "stuck", nil); err == nil || !strings.Contains(err.Error(), ErrBusy.Error()) {
+			t.Fatalf("stuck call %d: %v", i, err)
+		}
+	}
+	var got string
+	if err := Call(srv.Path(), "ok", &got); err == nil || !strings.Contains(err.Error(), "still running") {
+		t.Fatalf("with %d stuck handlers: %v %q", maxConns, err, got)
 	}
 }

@@ -20,12 +20,28 @@ type Method struct {
 
 // Call is one request in flight. Wait for it exactly once.
 type Call struct {
-	c    *Client
-	tag  uint64
-	out  Span
-	done chan struct{}
-	comp Completion
-	err  error
+	c        *Client
+	tag      uint64
+	out      Span
+	done     chan struct{}
+	comp     Completion
+	err      error
+	deadline time.Time // zero: none (CallTimeout < 0)
+}
+
+// timer returns a channel that fires at the client's call deadline from
+// start (nil without one) and its stop function.
+func (c *Client) timer(start time.Time) (<-chan time.Time, func() bool) {
+	if c.callTimeout <= 0 {
+		return nil, func() bool { return false }
+	}
+	t := time.NewTimer(time.Until(start.Add(c.callTimeout)))
+	return t.C, t.Stop
+}
+
+// stalled gives the connection up: no answer within CallTimeout.
+func (c *Client) stalled(what string) {
+	c.fail(fmt.Errorf("%s after %v: %w", what, c.callTimeout, ErrStalled))
 }
 
 // Resolve looks up a method by module and method name (admin.modules,
@@ -114,12 +130,22 @@ func (c *Client) StartRaw(req Request) (*Call, error) {
 // submit takes a slot, registers the call under a new tag and enqueues
 // req; on failure it gives both back.
 func (c *Client) submit(req Request, out Span) (*Call, error) {
+	start := time.Now()
+	expired, stop := c.timer(start)
 	select {
 	case c.slots <- struct{}{}:
+		stop()
 	case <-c.dead:
+		stop()
+		return nil, c.Err()
+	case <-expired:
+		c.stalled("no free slot")
 		return nil, c.Err()
 	}
 	call := &Call{c: c, out: out, done: make(chan struct{})}
+	if c.callTimeout > 0 {
+		call.deadline = start.Add(c.callTimeout)
+	}
 	c.mu.Lock()
 	c.nextTag++
 	call.tag = c.nextTag
@@ -156,6 +182,12 @@ func (c *Client) enqueue(req Request) error {
 // daemon's message.
 func (call *Call) Wait() (runtime.Result, error) {
 	c := call.c
+	var expired <-chan time.Time
+	if !call.deadline.IsZero() {
+		t := time.NewTimer(time.Until(call.deadline))
+		defer t.Stop()
+		expired = t.C
+	}
 	for {
 		select {
 		case <-call.done:
@@ -175,6 +207,9 @@ func (call *Call) Wait() (runtime.Result, error) {
 		case <-call.done:
 			return call.result()
 		case <-c.leader:
+		case <-expired:
+			c.stalled(fmt.Sprintf("no completion for call %d", call.tag))
+			expired = nil // dead now: the next round fails the call
 		case <-c.dead:
 			// Whoever holds the ring fails every pending call, ours too.
 			if c.reap.TryLock() {
@@ -242,6 +277,9 @@ func (c *Client) reapUntil(call *Call) {
 		case err == nil:
 			c.deliver(comp)
 		case errors.Is(err, shm.ErrTimeout):
+			if !call.deadline.IsZero() && time.Now().After(call.deadline) {
+				c.stalled(fmt.Sprintf("no completion for call %d", call.tag))
+			}
 		default:
 			c.fail(fmt.Errorf("completion ring: %w: %w", ErrDaemonGone, err))
 		}

@@ -17,6 +17,9 @@ type DialOptions struct {
 	SegmentSize int64         // default DefaultSegmentSize
 	Spin        time.Duration // spin before sleeping on a completion; default shm.DefaultRingSpin; <0: none
 	Timeout     time.Duration // for the handshake; default 5s
+	// CallTimeout bounds each call's wait for a slot and for its
+	// completion (ErrStalled); default DefaultCallTimeout, <0: none.
+	CallTimeout time.Duration
 	// DaemonSleeps asks the daemon not to spin waiting for this client's
 	// requests but to sleep on the futex at once: each request then pays
 	// a futex wake-up of the daemon, and the daemon burns no CPU for this
@@ -36,7 +39,8 @@ type Client struct {
 	rq        *shm.Ring[Request]
 	cq        *shm.Ring[Completion]
 
-	slots chan struct{} // one token per outstanding call
+	slots       chan struct{} // one token per outstanding call
+	callTimeout time.Duration // <= 0: unbounded
 
 	// mu guards pending and nextTag.
 	mu      sync.Mutex
@@ -72,6 +76,9 @@ func Dial(path string, opts DialOptions) (*Client, error) {
 	}
 	if opts.Spin == 0 {
 		opts.Spin = shm.DefaultRingSpin
+	}
+	if opts.CallTimeout == 0 {
+		opts.CallTimeout = DefaultCallTimeout
 	}
 	nc, err := net.DialTimeout("unix", path, opts.Timeout)
 	if err != nil {
@@ -120,7 +127,8 @@ func handshake(sock *net.UnixConn, opts DialOptions) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{id: w.id, daemonPid: int(w.pid), sock: sock, mem: mem, slots: make(chan struct{}, RingSize),
-		pending: map[uint64]*Call{}, leader: make(chan struct{}, 1), dead: make(chan struct{})}
+		pending: map[uint64]*Call{}, leader: make(chan struct{}, 1), dead: make(chan struct{}),
+		callTimeout: opts.CallTimeout}
 	if err := c.attach(opts.Spin); err != nil {
 		mem.Close()
 		return nil, err

@@ -57,4 +57,11 @@
 // that dies closes every client socket: each client's watcher marks the
 // connection dead and every waiting call returns ErrDaemonGone (the waiter
 // also polls a dead flag between futex sleeps of at most a few ms).
+//
+// A daemon that is alive but stalled is bounded too: a call that gets no
+// slot or no completion within DialOptions.CallTimeout (DefaultCallTimeout,
+// 2 minutes) fails with ErrStalled, which wraps ErrDaemonGone, and the
+// connection is given up: every pending and later call fails the same way
+// (the daemon may still answer the stalled call, into buffers the caller
+// has reused, so the connection cannot be kept).
 package ipc

@@ -140,3 +140,33 @@ func TestFailedSubmitGivesBack(t *testing.T) {
 		t.Fatalf("%d pending calls and %d slots left by failed submits", n, len(c.slots))
 	}
 }
+
+// TestCallTimeout: a daemon that never completes a call (the sleeper
+// outlasts the bound) makes Wait return ErrStalled within the client's
+// CallTimeout, and the connection is given up.
+func TestCallTimeout(t *testing.T) {
+	srv, _ := newServer(t, sleeper{})
+	c, err := Dial(srv.Path(), DialOptions{SegmentSize: 4 << 20, CallTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m, err := c.Resolve("sleeper", "sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := make([]*Call, 3)
+	for i := range calls {
+		if calls[i], err = c.Start(m, Span{}, Span{}, Span{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, call := range calls {
+		if _, err := call.Wait(); !errors.Is(err, ErrStalled) || !errors.Is(err, ErrDaemonGone) {
+			t.Fatalf("call %d: wait: %v, want ErrStalled", i, err)
+		}
+	}
+	if _, err := c.Do(mNoop, Span{}, Span{}, Span{}); !errors.Is(err, ErrStalled) {
+		t.Fatalf("call after the stall: %v", err)
+	}
+}

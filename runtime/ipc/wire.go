@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/iowarp/iowarp/runtime/control"
 )
@@ -77,7 +78,15 @@ var (
 	ErrRefused = errors.New("ipc: connection refused by daemon")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("ipc: client closed")
+	// ErrStalled: a call got no completion (or no slot) within the
+	// client's CallTimeout. The daemon may still be working on it, so
+	// the connection is given up (it fails like ErrDaemonGone, which it
+	// wraps): no later completion can land in a buffer the caller reused.
+	ErrStalled = fmt.Errorf("ipc: daemon did not answer in time: %w", ErrDaemonGone)
 )
+
+// DefaultCallTimeout bounds how long a call waits for its completion.
+const DefaultCallTimeout = 2 * time.Minute
 
 // SocketPath is the ipc socket of the daemon serving mount (absolute; ""
 // for a daemon without a mount) in dir ("" = the per-user default
