@@ -166,6 +166,7 @@ func (f *file) dirtyBytes() int64 {
 // failures lists the files whose write-back is failing (sorted by path,
 // at most maxFailingListed), how many there are, and their dirty bytes.
 func (fs *FS) failures() (list []FailingFile, n int, stuck int64) {
+	list = []FailingFile{} // [] in JSON, not null
 	for _, f := range fs.liveFiles() {
 		if ff, ok := f.failure(); ok {
 			n++

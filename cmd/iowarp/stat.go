@@ -131,7 +131,27 @@ func printStats(w io.Writer, info Info, st files.Stats) error {
 	_, err := fmt.Fprintf(w, "reads: %d hits, %d misses (pool: %d hits, %d misses)   read %s   written %s   open files %d\n",
 		st.ReadHits, st.ReadMisses, st.Pool.Hits, st.Pool.Misses, runtime.FormatSize(int64(st.BytesRead)),
 		runtime.FormatSize(int64(st.BytesWritten)), st.OpenFiles)
-	return err
+	if err != nil || st.FailingCount == 0 {
+		return err
+	}
+	return printFailing(w, st)
+}
+
+// printFailing lists the files whose write-back is failing: their data
+// are held dirty in the pool until the backing store takes them.
+func printFailing(w io.Writer, st files.Stats) error {
+	fmt.Fprintf(w, "\nwrite-back FAILING for %d files, %s stuck dirty in the pool (retried; fsync returns the error):\n",
+		st.FailingCount, runtime.FormatSize(st.StuckDirtyBytes))
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "FILE\tCAUSE\tDIRTY\tFAILING FOR\tATTEMPTS\tLAST ERROR")
+	for _, ff := range st.FailingFiles {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%s\n", ff.Path, ff.Errno, runtime.FormatSize(ff.DirtyBytes),
+			time.Since(ff.Since).Round(time.Second), ff.Attempts, ff.Error)
+	}
+	if more := st.FailingCount - len(st.FailingFiles); more > 0 {
+		fmt.Fprintf(tw, "... %d more\n", more)
+	}
+	return tw.Flush()
 }
 
 func newStatusCmd() *cobra.Command {
