@@ -35,6 +35,7 @@ func TestDefault(t *testing.T) {
 		{"log level", c.LogLevel, "info"},
 		{"flushers", c.Flushers, 4},
 		{"no_space_wait", c.NoSpaceWait, 30 * time.Second},
+		{"drain_timeout", c.DrainTimeout, 30 * time.Second},
 	}
 	for _, ck := range checks {
 		if ck.got != ck.want {
@@ -54,6 +55,7 @@ flush_on_close: yes
 flushers: 8
 backing_bandwidth: 20MiB/s
 no_space_wait: 5s
+drain_timeout: 2m
 tiers:
   - name: ram
     kind: ram
@@ -119,7 +121,8 @@ modules:
 	}
 	fo := c.FilesOptions()
 	want := files.Options{Backing: "/lustre/proj", Mode: files.Writethrough, PageSize: 256 << 10,
-		FlushOnClose: true, Flushers: 8, BackingBandwidth: 20 << 20, NoSpaceWait: 5 * time.Second}
+		FlushOnClose: true, Flushers: 8, BackingBandwidth: 20 << 20, NoSpaceWait: 5 * time.Second,
+		DrainTimeout: 2 * time.Minute}
 	if fo != want {
 		t.Errorf("FilesOptions = %+v, want %+v", fo, want)
 	}
@@ -172,7 +175,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad size", "tiers:\n  - name: ram\n    kind: ram\n    capacity: 64MiB\n  - name: nvme\n    kind: file\n    dir: /nvme\n    capacity: 12XB\n",
 			`c.yaml:8: tiers[1].capacity: "12XB" is not a size`},
 		{"unknown key", "mount: /x\nbakcing: /y\n",
-			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, flush_on_close, flushers, log_level, mode, modules, mount, no_space_wait, organizer, page_size, passthrough, placement, scratch_dir, tiers)`},
+			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, drain_timeout, flush_on_close, flushers, log_level, mode, modules, mount, no_space_wait, organizer, page_size, passthrough, placement, scratch_dir, tiers)`},
 		{"unknown tier key", "tiers:\n  - name: r\n    kind: ram\n    size: 1G\n",
 			`c.yaml:4: tiers[0].size: unknown key (known: capacity, dir, high_watermark, kind, low_watermark, name)`},
 		{"unknown organizer key", "organizer:\n  every: 1s\n",
