@@ -210,7 +210,7 @@ func (fs *FS) syncAll(mode syncMode) error {
 	for _, f := range fs.liveFiles() {
 		if err := f.writeBack(mode); err != nil {
 			if first == nil {
-				first = err
+				first = fmt.Errorf("write-back of %s: %w", f.displayName(), err)
 			}
 			continue
 		}

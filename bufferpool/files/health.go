@@ -77,6 +77,13 @@ func (f *file) setName(p string) {
 	f.stateMu.Unlock()
 }
 
+// displayName is nameLocked for callers without stateMu.
+func (f *file) displayName() string {
+	f.stateMu.Lock()
+	defer f.stateMu.Unlock()
+	return f.nameLocked()
+}
+
 func (f *file) nameLocked() string {
 	if f.name == "" {
 		return "inode " + strconv.FormatUint(f.key.ino, 10)
