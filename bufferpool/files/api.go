@@ -108,10 +108,12 @@ type Stats struct {
 	FailingFiles    []FailingFile `json:"failing_files"`
 	FailingCount    int           `json:"failing_files_count"`
 	StuckDirtyBytes int64         `json:"stuck_dirty_bytes"`
-	ReadHits        uint64        `json:"read_hits"`
-	ReadMisses      uint64        `json:"read_misses"`
-	BytesRead       uint64        `json:"bytes_read"`
-	BytesWritten    uint64        `json:"bytes_written"`
+	// LongestWriteBack is the write-back running longest (nil: none runs).
+	LongestWriteBack *WriteBackInFlight `json:"longest_write_back,omitempty"`
+	ReadHits         uint64             `json:"read_hits"`
+	ReadMisses       uint64             `json:"read_misses"`
+	BytesRead        uint64             `json:"bytes_read"`
+	BytesWritten     uint64             `json:"bytes_written"`
 }
 
 // Errors returned by FS methods wrap a syscall.Errno when they come from

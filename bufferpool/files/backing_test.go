@@ -298,6 +298,11 @@ func TestFullPoolOfUndrainableData(t *testing.T) {
 		t.Fatal("data read back differ")
 	}
 	store.set("write", nil)
+	// The flusher retries within its back-off (up to 5 s, longer than
+	// this NoSpaceWait); an fsync retries at once.
+	if err := h.Fsync(true); err != nil {
+		t.Fatalf("fdatasync after the store recovered: %v", err)
+	}
 	if _, err := h.WriteAt(data[n:], int64(n)); err != nil {
 		t.Fatalf("write after the store recovered: %v", err)
 	}
@@ -457,5 +462,91 @@ func TestBackingStoreFullLoopDevice(t *testing.T) {
 	}
 	if a, b := log.count("ckpt failing", "ENOSPC"), log.count("ckpt works again"); a != 1 || b != 1 {
 		t.Fatalf("log: %d failing and %d recovered lines, want 1 and 1:\n%s", a, b, log)
+	}
+}
+
+// TestBackingStoreHangs: a backing store that stops answering (ext4 on a
+// loop device frozen with fsfreeze, as a hung NFS server or a stalled
+// OST): writes fill the pool, then wait NoSpaceWait and fail with ENOSPC;
+// no dirty page is evicted; Stats answers and shows the write-back
+// running; thawed, everything lands.
+func TestBackingStoreHangs(t *testing.T) {
+	backing := loopFS(t)
+	if _, err := exec.LookPath("fsfreeze"); err != nil {
+		t.Skip("no fsfreeze")
+	}
+	fs := newTestFS(t, Writeback, 4*testPage, 4*testPage, func(o *Options) {
+		o.Backing = backing
+		o.NoSpaceWait = 300 * time.Millisecond
+	})
+	h := mustOpen(t, fs, "slow", os.O_RDWR|os.O_CREATE)
+	defer h.Release()
+	mnt := filepath.Dir(backing)
+	if out, err := exec.Command("fsfreeze", "-f", mnt).CombinedOutput(); err != nil {
+		t.Skipf("fsfreeze -f: %v: %s", err, out)
+	}
+	frozen := true
+	thaw := func() {
+		if frozen {
+			frozen = false
+			if out, err := exec.Command("fsfreeze", "-u", mnt).CombinedOutput(); err != nil {
+				t.Errorf("fsfreeze -u: %v: %s", err, out)
+			}
+		}
+	}
+	t.Cleanup(thaw) // before fs.Close, registered earlier, drains
+	data := make([]byte, 16*testPage)
+	rand.Read(data)
+	n, err := h.WriteAt(data, 0)
+	if !errors.Is(err, ErrNoSpace) || n != 8*testPage {
+		t.Fatalf("16 pages into an 8-page pool over a hung store: %d bytes, %v", n, err)
+	}
+	stats := make(chan Stats, 1)
+	go func() { stats <- fs.Stats() }()
+	var st Stats
+	select {
+	case st = <-stats:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stats hangs with the backing store")
+	}
+	if st.LongestWriteBack == nil || st.LongestWriteBack.Path != "slow" || st.DirtyBytes != int64(n) {
+		t.Fatalf("stats over a hung store: write-back in flight %+v, %d dirty bytes (want %d) %+v", st.LongestWriteBack, st.DirtyBytes, n, st)
+	}
+	if got := readAll(t, h); !bytes.Equal(got, data[:n]) {
+		t.Fatal("data read back from the pool differ")
+	}
+	thaw()
+	if _, err := h.WriteAt(data[n:], int64(n)); err != nil {
+		t.Fatalf("write after the store came back: %v", err)
+	}
+	if err := h.Fsync(false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(backing, "slow")); !bytes.Equal(got, data) {
+		t.Fatal("backing file differs")
+	}
+	if st := fs.Stats(); st.LongestWriteBack != nil || st.FailingCount != 0 {
+		t.Fatalf("after the thaw: in flight %+v, %d failing", st.LongestWriteBack, st.FailingCount)
+	}
+}
+
+// TestWriteLargerThanPool: one write larger than the pool's free space
+// succeeds over a healthy store: while it waits for room, the pages it
+// already dirtied are written back (they were not queued until the whole
+// write returned, so it waited NoSpaceWait and failed).
+func TestWriteLargerThanPool(t *testing.T) {
+	fs := newTestFS(t, Writeback, 4*testPage, 4*testPage, func(o *Options) { o.NoSpaceWait = 2 * time.Second })
+	h := mustOpen(t, fs, "big", os.O_RDWR|os.O_CREATE)
+	defer h.Release()
+	data := make([]byte, 32*testPage)
+	rand.Read(data)
+	if n, err := h.WriteAt(data, 0); err != nil {
+		t.Fatalf("one 32-page write into an 8-page pool: %d bytes, %v", n, err)
+	}
+	if err := h.Fsync(false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(fs.backing, "big")); !bytes.Equal(got, data) {
+		t.Fatal("backing file differs")
 	}
 }

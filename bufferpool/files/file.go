@@ -33,6 +33,7 @@ type file struct {
 	size        atomic.Int64 // logical size of the file
 	lastWrite   atomic.Int64 // UnixNano of the last data change
 	backingSize atomic.Int64 // size of the backing file: pages past it stage in as zeros
+	wbStart     atomic.Int64 // UnixNano when the running write-back began; 0 = none
 
 	idleElem *list.Element // in FS.idle while nobody holds it; guarded by FS.mu
 
@@ -338,10 +339,12 @@ func (f *file) writeMode(data []byte, off int64, appending, inside bool) (int, e
 			return total, err
 		}
 		data, off = data[n:], at+int64(n)
+		if total > 0 {
+			// Queue what is written so far: the room this write waits
+			// for may be its own pages, written back.
+			f.written()
+		}
 		if f.fs.scratch || time.Now().After(deadline) || f.fs.closed.Load() {
-			if total > 0 {
-				f.written()
-			}
 			return total, fmt.Errorf("write: pool full of dirty data: %w", ErrNoSpace)
 		}
 		f.fs.spaceWaiters.Add(1)
@@ -590,7 +593,9 @@ func (f *file) writeBackPages(r wbReq) (deferred bool, err error) {
 			return true, nil
 		}
 	}
+	f.wbStart.Store(time.Now().UnixNano())
 	err = f.flushLocked(r, pages, deferred)
+	f.wbStart.Store(0)
 	f.noteWriteBack(err)
 	return deferred, err
 }

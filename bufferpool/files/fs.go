@@ -228,23 +228,25 @@ func (fs *FS) liveFiles() []*file {
 // Stats is a snapshot for `iowarp stat`.
 func (fs *FS) Stats() Stats {
 	ps := fs.pool.Stats()
-	failing, nfailing, stuck := fs.failures()
+	live := fs.liveFiles()
+	failing, nfailing, stuck := failures(live)
 	return Stats{
-		FailingFiles:    failing,
-		FailingCount:    nfailing,
-		StuckDirtyBytes: stuck,
-		Pool:            ps,
-		Mode:            fs.opts.Mode,
-		OpenFiles:       fs.stats.openFiles.Load(),
-		DirtyBytes:      ps.DirtyBytes,
-		FlushedBytes:    fs.stats.flushed.Load(),
-		StagedBytes:     fs.stats.staged.Load(),
-		FlushErrors:     fs.stats.flushErrors.Load(),
-		FlushBacklog:    fs.flusher.backlog(),
-		ReadHits:        fs.stats.hits.Load(),
-		ReadMisses:      fs.stats.misses.Load(),
-		BytesRead:       fs.stats.bytesRead.Load(),
-		BytesWritten:    fs.stats.written.Load(),
+		LongestWriteBack: longestWriteBack(live),
+		FailingFiles:     failing,
+		FailingCount:     nfailing,
+		StuckDirtyBytes:  stuck,
+		Pool:             ps,
+		Mode:             fs.opts.Mode,
+		OpenFiles:        fs.stats.openFiles.Load(),
+		DirtyBytes:       ps.DirtyBytes,
+		FlushedBytes:     fs.stats.flushed.Load(),
+		StagedBytes:      fs.stats.staged.Load(),
+		FlushErrors:      fs.stats.flushErrors.Load(),
+		FlushBacklog:     fs.flusher.backlog(),
+		ReadHits:         fs.stats.hits.Load(),
+		ReadMisses:       fs.stats.misses.Load(),
+		BytesRead:        fs.stats.bytesRead.Load(),
+		BytesWritten:     fs.stats.written.Load(),
 	}
 }
 

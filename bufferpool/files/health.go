@@ -48,6 +48,28 @@ type FailingFile struct {
 	DirtyBytes int64     `json:"dirty_bytes"` // in the pool, not on the backing store
 }
 
+// WriteBackInFlight is a write-back still running, in Stats: a backing
+// store that hangs (or is merely slow) shows here before anything fails.
+type WriteBackInFlight struct {
+	Path  string    `json:"path"`
+	Since time.Time `json:"since"`
+}
+
+// longestWriteBack is the write-back of files running longest, or nil.
+func longestWriteBack(files []*file) *WriteBackInFlight {
+	var oldest *file
+	var t0 int64
+	for _, f := range files {
+		if t := f.wbStart.Load(); t != 0 && (oldest == nil || t < t0) {
+			oldest, t0 = f, t
+		}
+	}
+	if oldest == nil {
+		return nil
+	}
+	return &WriteBackInFlight{Path: oldest.displayName(), Since: time.Unix(0, t0)}
+}
+
 // causeOf names the cause of a write-back error: the errno the backing
 // store gave, else the error's text.
 func causeOf(err error) string {
@@ -173,8 +195,12 @@ func (f *file) dirtyBytes() int64 {
 // failures lists the files whose write-back is failing (sorted by path,
 // at most maxFailingListed), how many there are, and their dirty bytes.
 func (fs *FS) failures() (list []FailingFile, n int, stuck int64) {
+	return failures(fs.liveFiles())
+}
+
+func failures(files []*file) (list []FailingFile, n int, stuck int64) {
 	list = []FailingFile{} // [] in JSON, not null
-	for _, f := range fs.liveFiles() {
+	for _, f := range files {
 		if ff, ok := f.failure(); ok {
 			n++
 			stuck += ff.DirtyBytes

@@ -131,11 +131,22 @@ func printStats(w io.Writer, info Info, st files.Stats) error {
 	_, err := fmt.Fprintf(w, "reads: %d hits, %d misses (pool: %d hits, %d misses)   read %s   written %s   open files %d\n",
 		st.ReadHits, st.ReadMisses, st.Pool.Hits, st.Pool.Misses, runtime.FormatSize(int64(st.BytesRead)),
 		runtime.FormatSize(int64(st.BytesWritten)), st.OpenFiles)
-	if err != nil || st.FailingCount == 0 {
+	if err != nil {
 		return err
+	}
+	if wb := st.LongestWriteBack; wb != nil && time.Since(wb.Since) >= slowWriteBack {
+		fmt.Fprintf(w, "\nwrite-back of %s running for %v: the backing store is slow or hangs\n",
+			wb.Path, time.Since(wb.Since).Round(time.Second))
+	}
+	if st.FailingCount == 0 {
+		return nil
 	}
 	return printFailing(w, st)
 }
+
+// slowWriteBack is how long one write-back of a file runs before stat
+// calls the backing store slow.
+const slowWriteBack = 10 * time.Second
 
 // printFailing lists the files whose write-back is failing: their data
 // are held dirty in the pool until the backing store takes them.
