@@ -189,6 +189,9 @@ func TestWriteBackFailure(t *testing.T) {
 					t.Fatalf("fsync while the store fails with %v: %v", tc.errno, err)
 				}
 			}
+			if err := fs.Sync(); !errors.Is(err, tc.errno) || !strings.Contains(err.Error(), "sick") {
+				t.Fatalf("syncfs while the store fails with %v: %v", tc.errno, err)
+			}
 			// Writes keep coming while it fails: they queue the file, but
 			// the back-off decides when it is tried again.
 			for i := range 50 {

@@ -339,7 +339,7 @@ func (f *file) writeMode(data []byte, off int64, appending, inside bool) (int, e
 			return total, err
 		}
 		data, off = data[n:], at+int64(n)
-		if total > 0 {
+		if n > 0 {
 			// Queue what is written so far: the room this write waits
 			// for may be its own pages, written back.
 			f.written()
