@@ -586,18 +586,32 @@ func (f *file) writeBackPages(r wbReq) (deferred bool, err error) {
 		}
 		return false, err
 	}
-	pages := f.bucket.DirtyPages()
+	var p wbPass
+	// The mtime before the pages: a write dirties its pages before it
+	// stamps the mtime, so every change up to p.mtime is in p.pages.
+	f.stateMu.Lock()
+	p.mtime, p.mtimeDirty = f.mtime, f.mtimeDirty
+	f.stateMu.Unlock()
+	p.pages = f.bucket.DirtyPages()
 	if r.background {
 		var whole bool
-		if pages, deferred, whole = f.deferPages(pages); whole {
+		if p.pages, p.deferred, whole = f.deferPages(p.pages); whole {
 			return true, nil
 		}
 	}
 	f.wbStart.Store(time.Now().UnixNano())
-	err = f.flushLocked(r, pages, deferred)
+	err = f.flushLocked(r, p)
 	f.wbStart.Store(0)
 	f.noteWriteBack(err)
-	return deferred, err
+	return p.deferred, err
+}
+
+// wbPass is what one write-back of a file writes.
+type wbPass struct {
+	pages      []int64   // dirty pages to write
+	deferred   bool      // some dirty pages are left for later
+	mtime      time.Time // the file's mtime when the pass began
+	mtimeDirty bool      // and whether the backing file lacks it
 }
 
 // deferPages is the background write-back's choice for a file written
@@ -632,11 +646,8 @@ type written struct {
 // (after a failed fsync Linux marks its own pages clean and the data may
 // be gone), so the pool keeps the only good copy until a sync succeeds.
 // Called with backingMu held.
-func (f *file) flushLocked(r wbReq, pages []int64, deferred bool) error {
-	f.stateMu.Lock()
-	mt, mtimeDirty := f.mtime, f.mtimeDirty
-	f.stateMu.Unlock()
-	done, err := f.writePagesLocked(pages)
+func (f *file) flushLocked(r wbReq, p wbPass) error {
+	done, err := f.writePagesLocked(p.pages)
 	if err != nil {
 		return err
 	}
@@ -645,9 +656,9 @@ func (f *file) flushLocked(r wbReq, pages []int64, deferred bool) error {
 	}
 	// Every page dirty when the pass began is written: the mtime is
 	// ours to set (a write since changed f.mtime, and stays dirty).
-	setMtime := mtimeDirty && !deferred
+	setMtime := p.mtimeDirty && !p.deferred
 	if setMtime {
-		if err := f.writeMtimeLocked(mt); err != nil {
+		if err := f.writeMtimeLocked(p.mtime); err != nil {
 			return err
 		}
 	}
@@ -659,7 +670,7 @@ func (f *file) flushLocked(r wbReq, pages []int64, deferred bool) error {
 	f.markClean(done)
 	if setMtime {
 		f.stateMu.Lock()
-		if f.mtime.Equal(mt) {
+		if f.mtime.Equal(p.mtime) {
 			f.mtimeDirty = false
 		}
 		f.stateMu.Unlock()
