@@ -3,6 +3,7 @@ package files
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -551,5 +552,22 @@ func TestWriteLargerThanPool(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(fs.backing, "big")); !bytes.Equal(got, data) {
 		t.Fatal("backing file differs")
+	}
+}
+
+func TestCauseOf(t *testing.T) {
+	inner := errors.New("bufferpool: bucket gone")
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("write back page 3: %w", &os.PathError{Op: "write", Path: "backing", Err: unix.ENOSPC}), "ENOSPC"},
+		{fmt.Errorf("fsync backing file: %w", unix.EIO), "EIO"},
+		{fmt.Errorf("write back page 7: %w", inner), inner.Error()},
+		{inner, inner.Error()},
+	} {
+		if got := causeOf(tc.err); got != tc.want {
+			t.Errorf("causeOf(%v) = %q, want %q", tc.err, got, tc.want)
+		}
 	}
 }

@@ -71,7 +71,8 @@ func longestWriteBack(files []*file) *WriteBackInFlight {
 }
 
 // causeOf names the cause of a write-back error: the errno the backing
-// store gave, else the error's text.
+// store gave, else the text of the innermost error (without the page
+// numbers of the wrappers, so that one cause is one cause).
 func causeOf(err error) string {
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
@@ -79,6 +80,9 @@ func causeOf(err error) string {
 			return name
 		}
 		return errno.Error()
+	}
+	for inner := errors.Unwrap(err); inner != nil; inner = errors.Unwrap(err) {
+		err = inner
 	}
 	return err.Error()
 }
