@@ -36,6 +36,7 @@ type Config struct {
 	Flushers         int           // write-back workers
 	BackingBandwidth int64         // bytes/s, 0 = unlimited
 	NoSpaceWait      time.Duration // bound on waiting for room in a full pool
+	DrainTimeout     time.Duration // bound on retrying a failing write-back at unmount
 	ScratchDir       string        // scratch mode namespace ("" = under $TMPDIR)
 	Tiers            []Tier        // fastest first
 	Placement        string        // bufferpool.Place*
@@ -378,6 +379,10 @@ func (c *Config) FilesOptions() files.Options {
 		BackingBandwidth: c.BackingBandwidth,
 		ScratchDir:       c.ScratchDir,
 		NoSpaceWait:      c.NoSpaceWait,
+		DrainTimeout:     c.DrainTimeout,
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = -1 // one attempt (0 is the file layer's default)
 	}
 	if c.Mode == files.Scratch {
 		o.Backing = ""

@@ -36,6 +36,7 @@ func TestDefault(t *testing.T) {
 		{"flushers", c.Flushers, 4},
 		{"no_space_wait", c.NoSpaceWait, 30 * time.Second},
 		{"oom_score_adj", c.OOMScoreAdj, -900},
+		{"drain_timeout", c.DrainTimeout, 30 * time.Second},
 	}
 	for _, ck := range checks {
 		if ck.got != ck.want {
@@ -55,6 +56,7 @@ flush_on_close: yes
 flushers: 8
 backing_bandwidth: 20MiB/s
 no_space_wait: 5s
+drain_timeout: 2m
 tiers:
   - name: ram
     kind: ram
@@ -120,7 +122,8 @@ modules:
 	}
 	fo := c.FilesOptions()
 	want := files.Options{Backing: "/lustre/proj", Mode: files.Writethrough, PageSize: 256 << 10,
-		FlushOnClose: true, Flushers: 8, BackingBandwidth: 20 << 20, NoSpaceWait: 5 * time.Second}
+		FlushOnClose: true, Flushers: 8, BackingBandwidth: 20 << 20, NoSpaceWait: 5 * time.Second,
+		DrainTimeout: 2 * time.Minute}
 	if fo != want {
 		t.Errorf("FilesOptions = %+v, want %+v", fo, want)
 	}
@@ -173,7 +176,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad size", "tiers:\n  - name: ram\n    kind: ram\n    capacity: 64MiB\n  - name: nvme\n    kind: file\n    dir: /nvme\n    capacity: 12XB\n",
 			`c.yaml:8: tiers[1].capacity: "12XB" is not a size`},
 		{"unknown key", "mount: /x\nbakcing: /y\n",
-			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, flush_on_close, flushers, format_helper_memory, log_level, mode, modules, mount, no_space_wait, oom_score_adj, organizer, page_size, passthrough, placement, scratch_dir, tiers)`},
+			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, drain_timeout, flush_on_close, flushers, format_helper_memory, log_level, mode, modules, mount, no_space_wait, oom_score_adj, organizer, page_size, passthrough, placement, scratch_dir, tiers)`},
 		{"helper memory too small", "format_helper_memory: 64MiB\n",
 			`c.yaml:1: format_helper_memory: "64MiB": 0 (the default) or at least 1GiB`},
 		{"unknown tier key", "tiers:\n  - name: r\n    kind: ram\n    size: 1G\n",

@@ -41,6 +41,7 @@ func (d *decoder) top(n *yaml.Node) error {
 		"flushers":          d.integer(&c.Flushers, 1, 1024),
 		"backing_bandwidth": d.bandwidth(&c.BackingBandwidth),
 		"no_space_wait":     d.duration(&c.NoSpaceWait, false),
+		"drain_timeout":     d.duration(&c.DrainTimeout, false),
 		"scratch_dir":       d.str(&c.ScratchDir),
 		"tiers":             d.tiers,
 		"placement": d.enum(&c.Placement, bufferpool.PlaceMinimizeIOTime,

@@ -56,7 +56,14 @@ type Options struct {
 	// MaxIdleFiles bounds the clean files kept cached (with their fds)
 	// while no handle holds them; 0 = DefaultMaxIdleFiles.
 	MaxIdleFiles int
+	// DrainTimeout bounds how long Close keeps retrying the write-back
+	// while the backing store fails (0 = DefaultDrainTimeout, < 0: one
+	// attempt). A slow store that makes progress is waited for.
+	DrainTimeout time.Duration
 }
+
+// DefaultDrainTimeout is Options.DrainTimeout's default.
+const DefaultDrainTimeout = 30 * time.Second
 
 // Cred is the caller's identity; new files and directories get its owner.
 type Cred struct{ Uid, Gid uint32 }
@@ -94,10 +101,19 @@ type Stats struct {
 	StagedBytes  uint64           `json:"staged_bytes"`
 	FlushErrors  uint64           `json:"flush_errors"`
 	FlushBacklog int64            `json:"flush_backlog_files"`
-	ReadHits     uint64           `json:"read_hits"`
-	ReadMisses   uint64           `json:"read_misses"`
-	BytesRead    uint64           `json:"bytes_read"`
-	BytesWritten uint64           `json:"bytes_written"`
+	// FailingFiles are the files whose write-back is failing (sorted by
+	// path, the first 64), FailingCount how many there are, and
+	// StuckDirtyBytes their dirty data, held in the pool until the
+	// backing store takes them.
+	FailingFiles    []FailingFile `json:"failing_files"`
+	FailingCount    int           `json:"failing_files_count"`
+	StuckDirtyBytes int64         `json:"stuck_dirty_bytes"`
+	// LongestWriteBack is the write-back running longest (nil: none runs).
+	LongestWriteBack *WriteBackInFlight `json:"longest_write_back,omitempty"`
+	ReadHits         uint64             `json:"read_hits"`
+	ReadMisses       uint64             `json:"read_misses"`
+	BytesRead        uint64             `json:"bytes_read"`
+	BytesWritten     uint64             `json:"bytes_written"`
 	// DirSyncs counts fsyncs of backing directories (Fsyncdir).
 	DirSyncs uint64 `json:"dir_syncs"`
 	// Replay is what start-up wrote back from the file tier of a killed

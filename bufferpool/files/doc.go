@@ -42,8 +42,41 @@
 // back by the next FS on the same pool directories before it serves
 // (replay.go); what was only in RAM is lost.
 //
-// A write-back error leaves the pages dirty in the pool (nothing is lost),
-// is retried, and is reported by the next fsync of that file.
+// A page is clean (evictable) only once the backing store has it: the
+// background write-back writes a file's dirty pages, its size and mtime,
+// fdatasyncs the backing file, and only then marks the pages clean.
+//
+// # A failing backing store
+//
+// A write-back that fails (ENOSPC, EDQUOT, EROFS, EIO; at write or only at
+// fsync time) leaves every page of that attempt dirty in the pool. That is
+// why pages are marked clean after the sync and not after the write: after
+// a failed fsync Linux marks its own page-cache pages clean and the data
+// may be gone, and NFS or Lustre report ENOSPC and EDQUOT at fsync or
+// close only; the pool keeps the only good copy. The flusher retries the
+// file after a back-off (100 ms, doubling, at most 5 s), however much is
+// written to it meanwhile.
+//
+// Fsync, fdatasync and Sync (syncfs) attempt the write-back themselves and
+// return its error, wrapping the errno the store gave (the doors translate
+// it), on every call while the store fails, and 0 once a write-back
+// succeeded, which means the data are on the store. This is not Linux's
+// errseq behaviour (an error reported once to each open file, the data
+// dropped): here nothing is dropped, so no error is owed once the data
+// made it, and an application that retries a failed fsync is right to.
+// Writethrough writes are the exception: they return once on the backing
+// file, unsynced, and are clean at once, as the application's own write(2)
+// to the store would be; an fsync failure of the backing file then
+// surfaces once, as Linux reports it.
+//
+// Each file logs one line when its write-back starts failing with a cause
+// (rate-limited to one a minute per file and cause) and one when it works
+// again, never one per retry. Stats lists the failing files with cause,
+// last error and dirty bytes. A pool full of data the store does not take
+// makes writes wait NoSpaceWait, then fail with ErrNoSpace; dirty pages
+// are never evicted. Close retries for Options.DrainTimeout, then returns
+// an error naming the files left dirty (and logs each): their data are not
+// on the backing store and go with the pool.
 //
 // # Full pool
 //
@@ -64,5 +97,6 @@
 // only the file table. file.mu (an RWMutex) keeps the size stable: reads
 // and in-place writes hold it shared, appends, truncation and
 // fallocate hold it exclusively. Nothing waits for pool space while
-// holding file.mu.
+// holding file.mu. file.stateMu is a leaf; noteWriteBack takes
+// flusher.mu after releasing it.
 package files

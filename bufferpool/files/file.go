@@ -33,6 +33,7 @@ type file struct {
 	size        atomic.Int64 // logical size of the file
 	lastWrite   atomic.Int64 // UnixNano of the last data change
 	backingSize atomic.Int64 // size of the backing file: pages past it stage in as zeros
+	wbStart     atomic.Int64 // UnixNano when the running write-back began; 0 = none
 
 	idleElem *list.Element // in FS.idle while nobody holds it; guarded by FS.mu
 
@@ -46,6 +47,8 @@ type file struct {
 	mtimeDirty bool
 	seenSize   int64 // backing size and mtime after our last change: detects other nodes
 	seenMtime  unix.Timespec
+	name       string   // the path it was last opened by (logs, stat)
+	health     wbHealth // is its write-back failing, why, since when
 }
 
 // attach returns the file object of the regular file open at fd (taking
@@ -332,15 +335,17 @@ func (f *file) writeMode(data []byte, off int64, appending, inside bool) (int, e
 				f.written()
 			}
 			if err == nil && f.fs.opts.Mode == Writethrough {
-				err = f.writeBack(false)
+				err = f.writeBack(syncNone)
 			}
 			return total, err
 		}
 		data, off = data[n:], at+int64(n)
+		if n > 0 {
+			// Queue what is written so far: the room this write waits
+			// for may be its own pages, written back.
+			f.written()
+		}
 		if f.fs.scratch || time.Now().After(deadline) || f.fs.closed.Load() {
-			if total > 0 {
-				f.written()
-			}
 			return total, fmt.Errorf("write: pool full of dirty data: %w", ErrNoSpace)
 		}
 		f.fs.spaceWaiters.Add(1)
@@ -509,14 +514,41 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 	return nil
 }
 
-// writeBack writes every dirty page, then the size and mtime, to the
-// backing file; with fsync it also fsyncs (fdatasync if datasync).
-func (f *file) writeBack(fsync bool) error { return f.writeBackSync(fsync, false) }
+// syncMode says how far a write-back goes before it marks pages clean.
+type syncMode int
 
-// writeBackSync writes everything back now; with fsync it also fsyncs
-// (fdatasync if datasync).
-func (f *file) writeBackSync(fsync, datasync bool) error {
-	_, err := f.writeBackPages(fsync, datasync, false)
+const (
+	// syncNone: written to the backing file (writethrough writes: the
+	// application's own write(2) to the backing store, errseq and all).
+	syncNone syncMode = iota
+	// syncData: written and fdatasync'ed (the background write-back,
+	// flush_on_close, unmount, fdatasync(2)).
+	syncData
+	// syncFull: written and fsync'ed (fsync(2), syncfs(2)).
+	syncFull
+)
+
+// wbReq is one write-back of a file.
+type wbReq struct {
+	sync       syncMode
+	background bool // the flusher: may leave a file still being written alone (flushDelay)
+	always     bool // sync the backing file even when nothing is dirty (fsync(2))
+}
+
+// writeBack writes every dirty page, then the size and mtime, to the
+// backing file and syncs it as mode says.
+func (f *file) writeBack(mode syncMode) error {
+	_, err := f.writeBackPages(wbReq{sync: mode})
+	return err
+}
+
+// fsync is fsync(2) (fdatasync(2) if datasync) of the file.
+func (f *file) fsync(datasync bool) error {
+	mode := syncFull
+	if datasync {
+		mode = syncData
+	}
+	_, err := f.writeBackPages(wbReq{sync: mode, always: true})
 	return err
 }
 
@@ -528,11 +560,12 @@ func (f *file) writeBackSync(fsync, datasync bool) error {
 // the backing store.
 const flushDelay = 100 * time.Millisecond
 
-// writeBackPages writes back dirty pages, then size and mtime, and with
-// fsync fsyncs. In the background, for a file written within flushDelay,
-// it defers the whole file, or under pressure its last dirty page
-// (deferred reports it).
-func (f *file) writeBackPages(fsync, datasync, background bool) (deferred bool, err error) {
+// writeBackPages writes back dirty pages, then size and mtime, and syncs
+// as r says; only then are the pages marked clean. In the background, for
+// a file written within flushDelay, it defers the whole file, or under
+// pressure its last dirty page (deferred reports it). Every outcome goes
+// to noteWriteBack.
+func (f *file) writeBackPages(r wbReq) (deferred bool, err error) {
 	if f.fs.scratch {
 		return false, nil
 	}
@@ -542,133 +575,198 @@ func (f *file) writeBackPages(fsync, datasync, background bool) (deferred bool, 
 	skip := f.unlinked || f.dropped
 	f.stateMu.Unlock()
 	if skip {
+		f.noteRecovered("%s was deleted: its failing write-back (%v, %d attempts) is moot")
 		return false, nil
 	}
 	if !f.dirtyLocked() {
 		// Nothing of ours to write: leave the backing file (and what we
 		// know of it, for revalidate) alone; it may be another node's now.
-		if fsync {
-			err = f.syncBackingLocked(datasync)
+		if r.always && r.sync != syncNone {
+			err = f.fs.store.Sync(f.backing, r.sync == syncData)
+			f.noteWriteBack(err)
 		}
 		return false, err
 	}
-	deferred, err = f.writePagesLocked(background)
-	if err != nil {
-		f.fs.stats.flushErrors.Add(1)
-		return false, err
-	}
-	if err := f.writeMetaLocked(); err != nil {
-		f.fs.stats.flushErrors.Add(1)
-		return false, err
-	}
-	if fsync {
-		if err := f.syncBackingLocked(datasync); err != nil {
-			return false, err
-		}
-	}
-	return deferred, nil
-}
-
-// syncBackingLocked is fsync (fdatasync if datasync) of the backing file.
-func (f *file) syncBackingLocked(datasync bool) error {
-	fd := int(f.backing.Fd())
-	var err error
-	if datasync {
-		err = unix.Fdatasync(fd)
-	} else {
-		err = unix.Fsync(fd)
-	}
-	if err != nil {
-		return fmt.Errorf("fsync backing file: %w", err)
-	}
-	return nil
-}
-
-// writePagesLocked writes the dirty pages (in the background, maybe not
-// the last one: see flushDelay). Called with backingMu held.
-func (f *file) writePagesLocked(background bool) (deferred bool, err error) {
-	ps := f.fs.ps
-	bp := f.fs.getPage()
-	defer f.fs.putPage(bp)
-	buf := *bp
-	cleaned := false
-	defer func() {
-		if cleaned {
-			f.fs.signalSpace()
-		}
-	}()
-	pages := f.bucket.DirtyPages()
-	if background && len(pages) > 0 && time.Now().UnixNano()-f.lastWrite.Load() < int64(flushDelay) {
-		switch {
-		case !f.fs.underPressure():
-			// Still being written and the pool is far from full: let
-			// the pages collect more writes first (random small writes
-			// would otherwise write a whole page back per write).
-			return true, nil
-		case f.fs.spaceWaiters.Load() == 0:
-			pages, deferred = pages[:len(pages)-1], true
-		}
-	}
-	for _, i := range pages {
-		// Snapshot under f.mu exclusively: a writer grows the size just
-		// after it dirties a page, and a stale size would cut the page.
-		f.mu.Lock()
-		ver, dirty, found, err := f.bucket.SnapshotPage(i, buf)
-		size := f.size.Load()
-		f.mu.Unlock()
-		if err != nil {
-			return false, fmt.Errorf("write back page %d: %w", i, err)
-		}
-		if !found || !dirty {
-			continue
-		}
-		start := i * ps
-		if start >= size {
-			f.bucket.MarkClean(i, ver)
-			continue
-		}
-		n := min(ps, size-start)
-		f.fs.limiter.wait(n)
-		if _, err := f.backing.WriteAt(buf[:n], start); err != nil {
-			return false, fmt.Errorf("write back page %d: %w", i, err)
-		}
-		growTo(&f.backingSize, start+n)
-		f.fs.stats.flushed.Add(uint64(n))
-		if f.bucket.MarkClean(i, ver) {
-			cleaned = true
-		}
-	}
-	return deferred, nil
-}
-
-// writeMetaLocked sets the backing file's size and mtime. Called with
-// backingMu held.
-func (f *file) writeMetaLocked() error {
-	fd := int(f.backing.Fd())
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("write back size: %w", err)
-	}
-	if size := f.size.Load(); st.Size < size {
-		if err := unix.Ftruncate(fd, size); err != nil {
-			return fmt.Errorf("write back size %d: %w", size, err)
-		}
-		growTo(&f.backingSize, size)
-	}
+	var p wbPass
+	// The mtime before the pages: a write dirties its pages before it
+	// stamps the mtime, so every change up to p.mtime is in p.pages.
 	f.stateMu.Lock()
-	mt, dirty := f.mtime, f.mtimeDirty
+	p.mtime, p.mtimeDirty = f.mtime, f.mtimeDirty
 	f.stateMu.Unlock()
-	if dirty && len(f.bucket.DirtyPages()) == 0 {
-		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mt.UnixNano())}
-		if err := futimens(fd, ts); err != nil {
-			return fmt.Errorf("write back mtime: %w", err)
+	p.pages = f.bucket.DirtyPages()
+	if r.background {
+		var whole bool
+		if p.pages, p.deferred, whole = f.deferPages(p.pages); whole {
+			return true, nil
 		}
+	}
+	f.wbStart.Store(time.Now().UnixNano())
+	err = f.flushLocked(r, p)
+	f.wbStart.Store(0)
+	f.noteWriteBack(err)
+	return p.deferred, err
+}
+
+// wbPass is what one write-back of a file writes.
+type wbPass struct {
+	pages      []int64   // dirty pages to write
+	deferred   bool      // some dirty pages are left for later
+	mtime      time.Time // the file's mtime when the pass began
+	mtimeDirty bool      // and whether the backing file lacks it
+}
+
+// deferPages is the background write-back's choice for a file written
+// within flushDelay: while the pool is not under pressure it leaves the
+// whole file alone (whole), letting the pages collect more writes first
+// (random small writes would otherwise write a whole page back per
+// write); under pressure it leaves the last page (deferred), unless
+// writers wait for space.
+func (f *file) deferPages(pages []int64) (rest []int64, deferred, whole bool) {
+	if len(pages) == 0 || time.Now().UnixNano()-f.lastWrite.Load() >= int64(flushDelay) {
+		return pages, false, false
+	}
+	switch {
+	case !f.fs.underPressure():
+		return nil, true, true
+	case f.fs.spaceWaiters.Load() == 0:
+		return pages[:len(pages)-1], true, false
+	}
+	return pages, false, false
+}
+
+// written is a page written to the backing file in this write-back, to
+// be marked clean once the backing store has it.
+type written struct {
+	i   int64
+	ver uint64
+}
+
+// flushLocked is one write-back of a dirty file: pages, size, mtime,
+// sync, and only then are the pages clean. A failure anywhere leaves
+// every page dirty: the backing store may have dropped what it was given
+// (after a failed fsync Linux marks its own pages clean and the data may
+// be gone), so the pool keeps the only good copy until a sync succeeds.
+// Called with backingMu held.
+func (f *file) flushLocked(r wbReq, p wbPass) error {
+	done, err := f.writePagesLocked(p.pages)
+	if err != nil {
+		return err
+	}
+	if err := f.writeSizeLocked(); err != nil {
+		return err
+	}
+	// Every page dirty when the pass began is written: the mtime is
+	// ours to set (a write since changed f.mtime, and stays dirty).
+	setMtime := p.mtimeDirty && !p.deferred
+	if setMtime {
+		if err := f.writeMtimeLocked(p.mtime); err != nil {
+			return err
+		}
+	}
+	if r.sync != syncNone {
+		if err := f.fs.store.Sync(f.backing, r.sync == syncData); err != nil {
+			return err
+		}
+	}
+	f.markClean(done)
+	if setMtime {
 		f.stateMu.Lock()
-		if f.mtime.Equal(mt) {
+		if f.mtime.Equal(p.mtime) {
 			f.mtimeDirty = false
 		}
 		f.stateMu.Unlock()
 	}
 	f.noteSeenLocked()
+	return nil
+}
+
+// markClean clears the dirty bits of the pages written (those written to
+// again since stay dirty) and wakes writers waiting for pool space.
+func (f *file) markClean(done []written) {
+	cleaned := false
+	for _, w := range done {
+		if f.bucket.MarkClean(w.i, w.ver) {
+			cleaned = true
+		}
+	}
+	if cleaned {
+		f.fs.signalSpace()
+	}
+}
+
+// writePagesLocked writes pages to the backing file and returns those
+// written. Called with backingMu held.
+func (f *file) writePagesLocked(pages []int64) (done []written, err error) {
+	bp := f.fs.getPage()
+	defer f.fs.putPage(bp)
+	done = make([]written, 0, len(pages))
+	for _, i := range pages {
+		w, ok, err := f.writePageLocked(i, *bp)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			done = append(done, w)
+		}
+	}
+	return done, nil
+}
+
+// writePageLocked writes dirty page i to the backing file (through buf);
+// ok is false when the page is gone or clean. Called with backingMu held.
+func (f *file) writePageLocked(i int64, buf []byte) (w written, ok bool, err error) {
+	ps := f.fs.ps
+	// Snapshot under f.mu exclusively: a writer grows the size just
+	// after it dirties a page, and a stale size would cut the page.
+	f.mu.Lock()
+	ver, dirty, found, err := f.bucket.SnapshotPage(i, buf)
+	size := f.size.Load()
+	f.mu.Unlock()
+	if err != nil {
+		return w, false, fmt.Errorf("write back page %d: %w", i, err)
+	}
+	if !found || !dirty {
+		return w, false, nil
+	}
+	w = written{i, ver}
+	start := i * ps
+	if start >= size {
+		// Past the end (truncated, and the backing file with it):
+		// nothing to write, clean once the pass succeeds.
+		return w, true, nil
+	}
+	n := min(ps, size-start)
+	f.fs.limiter.wait(n)
+	if _, err := f.fs.store.WriteAt(f.backing, buf[:n], start); err != nil {
+		return w, false, fmt.Errorf("write back page %d: %w", i, err)
+	}
+	growTo(&f.backingSize, start+n)
+	f.fs.stats.flushed.Add(uint64(n))
+	return w, true, nil
+}
+
+// writeSizeLocked extends the backing file to the file's size. Called
+// with backingMu held.
+func (f *file) writeSizeLocked() error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.backing.Fd()), &st); err != nil {
+		return fmt.Errorf("write back size: %w", err)
+	}
+	if size := f.size.Load(); st.Size < size {
+		if err := f.fs.store.Truncate(f.backing, size); err != nil {
+			return fmt.Errorf("write back size %d: %w", size, err)
+		}
+		growTo(&f.backingSize, size)
+	}
+	return nil
+}
+
+// writeMtimeLocked sets the backing file's mtime. Called with backingMu
+// held.
+func (f *file) writeMtimeLocked(mt time.Time) error {
+	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mt.UnixNano())}
+	if err := futimens(int(f.backing.Fd()), ts); err != nil {
+		return fmt.Errorf("write back mtime: %w", err)
+	}
 	return nil
 }

@@ -7,7 +7,10 @@ import (
 
 // flusher drains dirty files to the backing store with a bounded set of
 // workers. A file is queued at most once; a write while it is being
-// written back queues it again.
+// written back queues it again. A file whose write-back failed waits out
+// its back-off (noteWriteBack) before it is tried again, whatever is
+// written to it meanwhile: a failing store costs a bounded number of
+// attempts per second, never a hot loop.
 type flusher struct {
 	fs *FS
 
@@ -15,6 +18,7 @@ type flusher struct {
 	cond     *sync.Cond
 	queue    []*file
 	queued   map[*file]bool
+	waiting  map[*file]bool // failed files waiting out their back-off
 	inflight int
 	deferred int // files waiting out flushDelay
 	stopped  bool
@@ -23,7 +27,7 @@ type flusher struct {
 }
 
 func newFlusher(fs *FS, workers int) *flusher {
-	fl := &flusher{fs: fs, queued: make(map[*file]bool)}
+	fl := &flusher{fs: fs, queued: make(map[*file]bool), waiting: make(map[*file]bool)}
 	fl.cond = sync.NewCond(&fl.mu)
 	for range workers {
 		fl.wg.Add(1)
@@ -35,7 +39,7 @@ func newFlusher(fs *FS, workers int) *flusher {
 func (fl *flusher) enqueue(f *file) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	if fl.stopped || fl.queued[f] {
+	if fl.stopped || fl.queued[f] || fl.waiting[f] {
 		return
 	}
 	fl.queued[f] = true
@@ -43,37 +47,65 @@ func (fl *flusher) enqueue(f *file) {
 	fl.cond.Signal()
 }
 
+// retry queues f again after d (its write-back failed). Until then
+// enqueue ignores it; a file already waiting keeps its timer.
+func (fl *flusher) retry(f *file, d time.Duration) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if fl.stopped || fl.waiting[f] {
+		return
+	}
+	fl.waiting[f] = true
+	time.AfterFunc(d, func() {
+		fl.mu.Lock()
+		delete(fl.waiting, f)
+		fl.mu.Unlock()
+		fl.enqueue(f)
+	})
+}
+
 func (fl *flusher) run() {
 	defer fl.wg.Done()
 	for {
+		f, ok := fl.next()
+		if !ok {
+			return
+		}
+		deferred, err := f.writeBackPages(wbReq{sync: syncData, background: true})
 		fl.mu.Lock()
+		fl.inflight--
+		fl.mu.Unlock()
+		switch {
+		case err != nil:
+			// The pages stay dirty; noteWriteBack logged the failure
+			// and set the retry. fsync reports the error.
+		case deferred:
+			fl.deferFile(f)
+		default:
+			fl.fs.retireIfOver(f)
+		}
+	}
+}
+
+// next waits for a file to write back and counts it in flight; false
+// once stopped.
+func (fl *flusher) next() (*file, bool) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	for {
 		for len(fl.queue) == 0 && !fl.stopped {
 			fl.cond.Wait()
 		}
 		if fl.stopped {
-			fl.mu.Unlock()
-			return
+			return nil, false
 		}
 		f := fl.queue[0]
 		fl.queue[0] = nil
 		fl.queue = fl.queue[1:]
 		delete(fl.queued, f)
-		fl.inflight++
-		fl.mu.Unlock()
-
-		deferred, err := f.writeBackPages(false, false, true)
-
-		fl.mu.Lock()
-		fl.inflight--
-		fl.mu.Unlock()
-		if err != nil {
-			// The pages stay dirty; retry later. fsync reports the error.
-			fl.fs.logf("write-back of %v failed (will retry): %v", f.key, err)
-			time.AfterFunc(time.Second, func() { fl.enqueue(f) })
-		} else if deferred {
-			fl.deferFile(f)
-		} else {
-			fl.fs.retireIfOver(f)
+		if !fl.waiting[f] { // else it failed since: its retry timer brings it back
+			fl.inflight++
+			return f, true
 		}
 	}
 }
@@ -104,7 +136,7 @@ func (fl *flusher) deferFile(f *file) {
 func (fl *flusher) backlog() int64 {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	return int64(len(fl.queue) + fl.inflight + fl.deferred)
+	return int64(len(fl.queue) + fl.inflight + fl.deferred + len(fl.waiting))
 }
 
 func (fl *flusher) stop() {

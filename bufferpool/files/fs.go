@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,7 @@ type FS struct {
 
 	limiter *rateLimiter
 	flusher *flusher
+	store   backingStore // the write-back's access to backing files
 
 	closed atomic.Bool
 	nextID atomic.Uint64
@@ -86,6 +88,9 @@ func New(pool *bufferpool.Pool, opts Options) (*FS, error) {
 	if opts.NoSpaceWait == 0 {
 		opts.NoSpaceWait = 30 * time.Second
 	}
+	if opts.DrainTimeout == 0 {
+		opts.DrainTimeout = DefaultDrainTimeout
+	}
 	root, err := namespaceDir(&opts)
 	if err != nil {
 		return nil, err
@@ -110,6 +115,7 @@ func New(pool *bufferpool.Pool, opts Options) (*FS, error) {
 		scratch:  opts.Mode == Scratch,
 		files:    make(map[fileKey]*file),
 		limiter:  newRateLimiter(opts.BackingBandwidth),
+		store:    osStore{},
 		maxIdle:  opts.MaxIdleFiles,
 	}
 	if fs.maxIdle <= 0 {
@@ -165,14 +171,17 @@ func (fs *FS) Mode() Mode { return fs.opts.Mode }
 func (fs *FS) Root() string { return fs.rootPath }
 
 // Close drains every dirty page (except in Scratch mode), stops workers,
-// closes backing fds. It does not close the pool.
+// closes backing fds. It does not close the pool. While the backing store
+// fails, the drain is retried for Options.DrainTimeout; then Close gives
+// up, logs every file left dirty and returns an error naming them: their
+// data are not on the backing store.
 func (fs *FS) Close() error {
 	if fs.closed.Swap(true) {
 		return nil
 	}
 	var err error
 	if !fs.scratch {
-		err = fs.syncAll(false)
+		err = fs.drain()
 	}
 	fs.flusher.stop()
 	fs.mu.Lock()
@@ -200,15 +209,15 @@ func (fs *FS) Sync() error {
 	if fs.scratch {
 		return nil
 	}
-	return fs.syncAll(true)
+	return fs.syncAll(syncFull)
 }
 
-func (fs *FS) syncAll(fsync bool) error {
+func (fs *FS) syncAll(mode syncMode) error {
 	var first error
 	for _, f := range fs.liveFiles() {
-		if err := f.writeBack(fsync); err != nil {
+		if err := f.writeBack(mode); err != nil {
 			if first == nil {
-				first = err
+				first = fmt.Errorf("write-back of %s: %w", f.displayName(), err)
 			}
 			continue
 		}
@@ -226,21 +235,27 @@ func (fs *FS) liveFiles() []*file {
 // Stats is a snapshot for `iowarp stat`.
 func (fs *FS) Stats() Stats {
 	ps := fs.pool.Stats()
+	live := fs.liveFiles()
+	failing, nfailing, stuck := failures(live)
 	return Stats{
-		Pool:         ps,
-		Mode:         fs.opts.Mode,
-		OpenFiles:    fs.stats.openFiles.Load(),
-		DirtyBytes:   ps.DirtyBytes,
-		FlushedBytes: fs.stats.flushed.Load(),
-		StagedBytes:  fs.stats.staged.Load(),
-		FlushErrors:  fs.stats.flushErrors.Load(),
-		FlushBacklog: fs.flusher.backlog(),
-		ReadHits:     fs.stats.hits.Load(),
-		ReadMisses:   fs.stats.misses.Load(),
-		BytesRead:    fs.stats.bytesRead.Load(),
-		BytesWritten: fs.stats.written.Load(),
-		DirSyncs:     fs.stats.dirSyncs.Load(),
-		Replay:       fs.replayed,
+		LongestWriteBack: longestWriteBack(live),
+		FailingFiles:     failing,
+		FailingCount:     nfailing,
+		StuckDirtyBytes:  stuck,
+		Pool:             ps,
+		Mode:             fs.opts.Mode,
+		OpenFiles:        fs.stats.openFiles.Load(),
+		DirtyBytes:       ps.DirtyBytes,
+		FlushedBytes:     fs.stats.flushed.Load(),
+		StagedBytes:      fs.stats.staged.Load(),
+		FlushErrors:      fs.stats.flushErrors.Load(),
+		FlushBacklog:     fs.flusher.backlog(),
+		ReadHits:         fs.stats.hits.Load(),
+		ReadMisses:       fs.stats.misses.Load(),
+		BytesRead:        fs.stats.bytesRead.Load(),
+		BytesWritten:     fs.stats.written.Load(),
+		DirSyncs:         fs.stats.dirSyncs.Load(),
+		Replay:           fs.replayed,
 	}
 }
 
@@ -319,4 +334,42 @@ func (fs *FS) forget(f *file) {
 	}
 	fs.idle.remove(f)
 	fs.mu.Unlock()
+}
+
+// drain writes every dirty page back and syncs it, retrying with the
+// back-off while the backing store fails, for Options.DrainTimeout.
+func (fs *FS) drain() error {
+	deadline := time.Now().Add(fs.opts.DrainTimeout)
+	for wait := retryMin; ; wait = min(2*wait, retryMax) {
+		err := fs.syncAll(syncData)
+		if err == nil || time.Now().Add(wait).After(deadline) {
+			return fs.leftDirty(err)
+		}
+		time.Sleep(wait)
+	}
+}
+
+// leftDirty logs each file whose data are not on the backing store after
+// the last drain attempt failed with err, and returns an error naming
+// them; nil if err is.
+func (fs *FS) leftDirty(err error) error {
+	if err == nil {
+		return nil
+	}
+	list, n, stuck := fs.failures()
+	if n == 0 {
+		return fmt.Errorf("files: drain to %s: %w", fs.rootPath, err)
+	}
+	names := make([]string, 0, len(list))
+	for _, ff := range list {
+		fs.log().WithField("file", ff.Path).WithField("cause", ff.Errno).Errorf(
+			"left dirty: %s: %d bytes not on the backing store, failing since %s (%d attempts): %s",
+			ff.Path, ff.DirtyBytes, ff.Since.Format(time.RFC3339), ff.Attempts, ff.Error)
+		names = append(names, ff.Path+" ("+ff.Errno+")")
+	}
+	if len(names) > 8 {
+		names = append(names[:8], fmt.Sprintf("and %d more", n-8))
+	}
+	return fmt.Errorf("files: %d files (%d bytes) not written back to %s after retrying for %v: %s: %w",
+		n, stuck, fs.rootPath, fs.opts.DrainTimeout, strings.Join(names, ", "), err)
 }

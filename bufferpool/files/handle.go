@@ -27,6 +27,7 @@ func (fs *FS) Open(p string, flags int, mode uint32, c Cred) (*Handle, unix.Stat
 	if err != nil {
 		return nil, unix.Stat_t{}, pathErr("open", p, err)
 	}
+	f.setName(p)
 	h := &Handle{f: f, flags: flags, stale: stale}
 	fs.stats.openFiles.Add(1)
 	if flags&unix.O_TRUNC != 0 && flags&unix.O_ACCMODE != unix.O_RDONLY && !created && f.size.Load() != 0 {
@@ -165,7 +166,7 @@ func (h *Handle) Getattr() (unix.Stat_t, error) {
 // Fsync returns when the file's data (and size; all metadata unless
 // datasync) are on the backing store.
 func (h *Handle) Fsync(datasync bool) error {
-	return h.f.writeBackSync(true, datasync)
+	return h.f.fsync(datasync)
 }
 
 // Flush is called on every close(2) of an fd of this handle: starts the
@@ -176,7 +177,7 @@ func (h *Handle) Flush() error {
 		return nil
 	}
 	if fs.opts.FlushOnClose {
-		return h.f.writeBack(false)
+		return h.f.writeBack(syncData)
 	}
 	if fs.opts.Mode == Writeback {
 		fs.flusher.enqueue(h.f)

@@ -7,8 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func (fs *FS) logf(format string, args ...any) {
-	logrus.WithField("backing", fs.rootPath).Errorf(format, args...)
-}
+// log is the logger of this file system's messages.
+func (fs *FS) log() *logrus.Entry { return logrus.WithField("backing", fs.rootPath) }
 
 func timeOf(ts unix.Timespec) time.Time { return time.Unix(ts.Unix()) }

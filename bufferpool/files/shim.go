@@ -66,7 +66,7 @@ func (f *file) harvestShim() bool {
 	}
 	// shimHarvested stamped the change; write it back like any write.
 	if f.fs.opts.Mode == Writethrough {
-		f.writeBack(false)
+		f.writeBack(syncNone)
 	} else {
 		f.schedule()
 	}

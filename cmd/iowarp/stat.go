@@ -136,11 +136,42 @@ func printStats(w io.Writer, info Info, st files.Stats) error {
 	_, err := fmt.Fprintf(w, "reads: %d hits, %d misses (pool: %d hits, %d misses)   read %s   written %s   open files %d\n",
 		st.ReadHits, st.ReadMisses, st.Pool.Hits, st.Pool.Misses, runtime.FormatSize(int64(st.BytesRead)),
 		runtime.FormatSize(int64(st.BytesWritten)), st.OpenFiles)
-	if r := st.Replay; r != nil && err == nil {
-		_, err = fmt.Fprintf(w, "at start: replayed %d pages (%s) of %d files from the file tier of a killed daemon; %d pages skipped, %d files failed, %s of its tier files reclaimed\n",
+	if err != nil {
+		return err
+	}
+	if r := st.Replay; r != nil {
+		fmt.Fprintf(w, "at start: replayed %d pages (%s) of %d files from the file tier of a killed daemon; %d pages skipped, %d files failed, %s of its tier files reclaimed\n",
 			r.Pages, runtime.FormatSize(r.Bytes), r.Files, r.Skipped, r.Failed, runtime.FormatSize(r.Reclaimed))
 	}
-	return err
+	if wb := st.LongestWriteBack; wb != nil && time.Since(wb.Since) >= slowWriteBack {
+		fmt.Fprintf(w, "\nwrite-back of %s running for %v: the backing store is slow or hangs\n",
+			wb.Path, time.Since(wb.Since).Round(time.Second))
+	}
+	if st.FailingCount == 0 {
+		return nil
+	}
+	return printFailing(w, st)
+}
+
+// slowWriteBack is how long one write-back of a file runs before stat
+// calls the backing store slow.
+const slowWriteBack = 10 * time.Second
+
+// printFailing lists the files whose write-back is failing: their data
+// are held dirty in the pool until the backing store takes them.
+func printFailing(w io.Writer, st files.Stats) error {
+	fmt.Fprintf(w, "\nwrite-back FAILING for %d files, %s stuck dirty in the pool (retried; fsync returns the error):\n",
+		st.FailingCount, runtime.FormatSize(st.StuckDirtyBytes))
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "FILE\tCAUSE\tDIRTY\tFAILING FOR\tATTEMPTS\tLAST ERROR")
+	for _, ff := range st.FailingFiles {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%s\n", ff.Path, ff.Errno, runtime.FormatSize(ff.DirtyBytes),
+			time.Since(ff.Since).Round(time.Second), ff.Attempts, ff.Error)
+	}
+	if more := st.FailingCount - len(st.FailingFiles); more > 0 {
+		fmt.Fprintf(tw, "... %d more\n", more)
+	}
+	return tw.Flush()
 }
 
 func newStatusCmd() *cobra.Command {
