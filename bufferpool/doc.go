@@ -49,6 +49,12 @@
 // belong to a pinned bucket, are promoted to the fastest tier that is
 // below its low watermark. Pinned buckets are never demoted.
 //
+// Under memory pressure the daemon calls Shed: the coldest blobs of every
+// RAM tier are demoted the same way until the tier holds keep of what it
+// held, and the tier is held there (TierStats.Ceiling; reservations,
+// placement and promotion respect it, never below 1/16 of the capacity)
+// until Unshed.
+//
 // Counters in TierStats: Promoted counts blobs promoted into the tier,
 // Demoted blobs demoted out of it, Evicted blobs dropped from it.
 //

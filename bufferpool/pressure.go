@@ -2,6 +2,10 @@ package bufferpool
 
 import "time"
 
+// shedFloor: Shed holds a RAM tier at no less than 1/shedFloor of its
+// capacity.
+const shedFloor = 16
+
 // Memory pressure. A RAM tier is shared memory (memfds) that the kernel
 // cannot reclaim without swap: when the machine or the daemon's cgroup
 // runs short, the pool is what has to give memory back, or the OOM killer
@@ -15,7 +19,9 @@ import "time"
 // dirty one with nowhere to go stays, as do the blobs of pinned buckets.
 // It stops when each RAM tier holds at most keep (0..1) of what it held,
 // and holds it there until Unshed: new blobs and promotions go to slower
-// tiers meanwhile. It returns the bytes the RAM tiers gave back.
+// tiers meanwhile. The hold is never below shedFloor of the capacity, so
+// that a pool without a slower tier still takes writes (at write-back
+// speed). It returns the bytes the RAM tiers gave back.
 func (p *Pool) Shed(keep float64) int64 {
 	if p.closed.Load() {
 		return 0
@@ -31,7 +37,7 @@ func (p *Pool) Shed(keep float64) int64 {
 		}
 		before := ts.used.Load()
 		target := int64(keep * float64(before))
-		ts.ceiling.Store(max(roundUp(target), blockSize)) // 0 would mean none
+		ts.ceiling.Store(max(roundUp(target), roundUp(ts.capacity/shedFloor), blockSize))
 		p.coldestFirst(perTier[t], t, target, (*Bucket).demoteLocked)
 		freed += max(before-ts.used.Load(), 0)
 	}

@@ -92,5 +92,8 @@ func TestShedRAMOnly(t *testing.T) {
 	if s.Tiers[0].Blobs != 4 || s.Tiers[0].Dirty != 4*4096 || s.Tiers[0].Evicted != 4 {
 		t.Fatalf("after Shed(0): %+v", s.Tiers[0])
 	}
+	if s.Tiers[0].Ceiling != 4096 { // 1/16 of 16 pages
+		t.Errorf("ceiling %d, want the floor of one page", s.Tiers[0].Ceiling)
+	}
 	checkAccounting(t, p)
 }

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,7 +44,8 @@ func runCLI(t *testing.T, stdin []byte, args ...string) string {
 
 // TestRuntimeWithoutMount starts `iowarp runtime start` with mount: "" (a
 // pure CTE daemon), puts and gets a blob through the CLI, reads the ipc
-// statistics from `runtime status`, and stops it with `runtime stop`.
+// statistics from `runtime status`, rotates its log with SIGHUP, and stops
+// it with `runtime stop`.
 func TestRuntimeWithoutMount(t *testing.T) {
 	dir := t.TempDir()
 	ctl := filepath.Join(dir, "ctl")
@@ -52,7 +54,8 @@ func TestRuntimeWithoutMount(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := iowarp("runtime", "start", "--config", cfg)
+	logFile := filepath.Join(dir, "cte.log")
+	d := iowarp("runtime", "start", "--config", cfg, "--log-file", logFile)
 	var log bytes.Buffer
 	d.Stdout, d.Stderr = &log, &log
 	if err := d.Start(); err != nil {
@@ -87,6 +90,23 @@ func TestRuntimeWithoutMount(t *testing.T) {
 	}
 	if ls := runCLI(t, nil, "ls", "--control-dir", ctl, "results"); !strings.Contains(ls, "step-1") {
 		t.Fatalf("ls: %q", ls)
+	}
+	// logrotate: SIGHUP reopens the log and stops nothing.
+	if err := os.Rename(logFile, logFile+".1"); err != nil {
+		t.Fatal(err)
+	}
+	d.Process.Signal(syscall.SIGHUP)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if b, _ := os.ReadFile(logFile); strings.Contains(string(b), "reopened log "+logFile) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logFile + ".1")
+			t.Fatalf("no new log after SIGHUP:\n%s", b)
+		}
+	}
+	if got := runCLI(t, nil, "get", "--control-dir", ctl, "results", "step-1", "-"); got != string(data) {
+		t.Fatalf("get after SIGHUP returned %d bytes, want %d", len(got), len(data))
 	}
 	st := runCLI(t, nil, "runtime", "status", "--control-dir", ctl)
 	for _, want := range []string{"runtime without a mount", "ipc " + sock, "segments reclaimed", "cte"} {

@@ -267,9 +267,6 @@ func (d *daemon) close() error {
 	if d.srv != nil {
 		note("unmount "+d.cfg.Mount, d.srv.Unmount())
 	}
-	if d.mem != nil {
-		d.mem.Close()
-	}
 	note("stop ipc", d.ipc.Close())
 	if d.fmts != nil {
 		note("stop format helpers", d.fmts.Close())
@@ -280,6 +277,9 @@ func (d *daemon) close() error {
 		st := d.fsys.Stats()
 		logrus.Infof("drained in %v (%s written back in total, %d flush errors)",
 			time.Since(start).Round(time.Millisecond), runtime.FormatSize(int64(st.FlushedBytes)), st.FlushErrors)
+	}
+	if d.mem != nil {
+		d.mem.Close() // after the drain: pressure during it still moves pages down
 	}
 	if d.pool != nil {
 		note("close buffer pool", d.pool.Close())
