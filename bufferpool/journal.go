@@ -1,8 +1,10 @@
 package bufferpool
 
 import (
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"os"
 	"time"
 
 	"github.com/iowarp/iowarp/bufferpool/tier"
@@ -19,7 +21,8 @@ import (
 // Writes only mark a page (jtouchLocked); the journaler logs marked pages
 // every JournalInterval (SyncJournal), reading each one under its
 // bucket's lock to checksum it, appends the records in one write(2) per
-// journal and then syncfs'es the tier. So a dirty page on a file tier is
+// journal and then fdatasyncs the segment files the records point into,
+// then the journals. So a dirty page on a file tier is
 // replayable from about one interval after it got there; what changed
 // since it was logged fails its checksum and is skipped, never written
 // back half new. Truncation and bucket deletion log at once (a truncate
@@ -106,17 +109,25 @@ func (p *Pool) SyncJournal() error {
 	p.jpending = make(map[*Bucket]struct{})
 	p.jmu.Unlock()
 	var first error
+	segs := make(map[*tier.Segment]struct{})
 	for b := range pending {
 		for more := true; more; {
 			var err error
 			b.mu.Lock()
-			more, err = b.journalLocked(journalBatch)
+			more, err = b.journalLocked(journalBatch, segs)
 			b.mu.Unlock()
 			if err != nil {
 				p.jmark(b) // retry next pass
 				first = cmpErr(first, err)
 				break
 			}
+		}
+	}
+	// The data before the records that point to it. A segment closed
+	// meanwhile fails with ErrClosed: its pages left, nothing to keep.
+	for sg := range segs {
+		if err := sg.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+			first = cmpErr(first, err)
 		}
 	}
 	for t, j := range p.journals {
@@ -207,6 +218,7 @@ func (p *Pool) journaler(interval time.Duration) {
 type jbatch struct {
 	recs  [][]tier.Record
 	apply []func()
+	segs  map[*tier.Segment]struct{} // the pass's segments to sync, or nil
 }
 
 func (jb *jbatch) add(t int, r tier.Record) { jb.recs[t] = append(jb.recs[t], r) }
@@ -218,7 +230,7 @@ var journalBatch = 32
 
 // journalLocked logs up to limit (0: all) of the bucket's marked pages,
 // and its size once none is left; more reports marked pages left.
-func (b *Bucket) journalLocked(limit int) (more bool, err error) {
+func (b *Bucket) journalLocked(limit int, segs map[*tier.Segment]struct{}) (more bool, err error) {
 	j := b.j
 	if j == nil || b.dead {
 		return false, nil
@@ -231,7 +243,7 @@ func (b *Bucket) journalLocked(limit int) (more bool, err error) {
 		}
 		pages = append(pages, i)
 	}
-	batch := &jbatch{recs: make([][]tier.Record, len(b.p.tiers))}
+	batch := &jbatch{recs: make([][]tier.Record, len(b.p.tiers)), segs: segs}
 	known := append([]bool(nil), j.known...)
 	for _, i := range pages {
 		if err := b.journalPageLocked(batch, known, i); err != nil {
@@ -284,6 +296,9 @@ func (b *Bucket) journalPageLocked(batch *jbatch, known []bool, i int64) error {
 			batch.add(bl.tier, tier.Record{Kind: tier.RecBucket, Bucket: b.id, Tag: j.tag, PageSize: b.pageSize})
 		}
 		batch.add(bl.tier, rec)
+		if batch.segs != nil {
+			batch.segs[b.segs[bl.tier].seg] = struct{}{}
+		}
 		t := bl.tier
 		batch.apply = append(batch.apply, func() {
 			if !logged || old.tier != t {
@@ -360,7 +375,7 @@ func (b *Bucket) journalTruncateLocked(size int64) error {
 		return nil
 	}
 	b.jsize.Store(size)
-	if _, err := b.journalLocked(0); err != nil {
+	if _, err := b.journalLocked(0, nil); err != nil {
 		return fmt.Errorf("journal truncate of bucket %s: %w", b.Name(), err)
 	}
 	return nil

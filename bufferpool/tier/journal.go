@@ -319,9 +319,9 @@ func (j *Journal) FinishCompact(ok bool) error {
 	return err
 }
 
-// Sync makes what was appended, and the segment data written before it,
-// durable: one syncfs of the tier's file system (segment files and
-// journal alike). A no-op when nothing was appended.
+// Sync makes what was appended durable (fdatasync); the owner syncs the
+// segment files the records point into first (Segment.Sync). A no-op
+// when nothing was appended.
 func (j *Journal) Sync() error {
 	j.mu.Lock()
 	dirty := j.dirty
@@ -330,7 +330,7 @@ func (j *Journal) Sync() error {
 	if !dirty {
 		return nil
 	}
-	if err := unix.Syncfs(int(j.f.Fd())); err != nil {
+	if err := unix.Fdatasync(int(j.f.Fd())); err != nil {
 		return fmt.Errorf("sync journal %s: %w", j.f.Name(), err)
 	}
 	return nil

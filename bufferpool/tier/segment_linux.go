@@ -53,6 +53,27 @@ func (s *Segment) Name() string {
 	return filepath.Base(s.path)
 }
 
+// Sync is fdatasync of the segment's file. Unlike the other methods it
+// may run concurrently with anything, even after Close (then it returns
+// an error wrapping os.ErrClosed).
+func (s *Segment) Sync() error {
+	if s.path == "" {
+		return nil // RAM: nothing to make durable
+	}
+	raw, err := s.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) { serr = unix.Fdatasync(int(fd)) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("sync segment %s: %w", s.f.Name(), serr)
+	}
+	return nil
+}
+
 // Fd is the segment's file descriptor, owned by the Segment.
 func (s *Segment) Fd() int { return s.fd }
 
