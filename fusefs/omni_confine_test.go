@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -201,5 +202,54 @@ with h5py.File(sys.argv[1]) as f:
 	got, err := os.ReadFile(view("p8.h5"))
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("p8.h5: %v; % x…, h5py % x…", err, got[:min(len(got), 16)], want[:16])
+	}
+}
+
+// vmHWM is this process's peak resident memory in bytes.
+func vmHWM(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// TestOMNIAllocationBomb: a 9 MB file whose one chunk inflates to 2 GiB
+// (libhdf5 allocates the whole chunk for any element of it) costs one
+// EIO and a helper; the daemon's peak memory does not move, and the
+// file's other variable reads.
+func TestOMNIAllocationBomb(t *testing.T) {
+	py := omniPython(t)
+	om := newOMNIMountWith(t, omniConfig{mode: files.Writeback, helperMem: 2 << 30})
+	script := `import sys, zlib, h5py, numpy as np
+n = 2 << 30
+c = zlib.compressobj(1)
+z = bytes(1 << 20)
+blob = b"".join([c.compress(z) for _ in range(n >> 20)] + [c.flush()])
+with h5py.File(sys.argv[1], "w") as f:
+    d = f.create_dataset("bomb", shape=(n,), dtype="i1", chunks=(n,), compression="gzip")
+    d.id.write_direct_chunk((0,), blob)
+    f["fine"] = np.arange(10, dtype="i4")
+`
+	if out, err := exec.Command(py, "-c", script, filepath.Join(om.dir, "bomb.h5")).CombinedOutput(); err != nil {
+		t.Fatalf("h5py: %v\n%s", err, out)
+	}
+	ov := filepath.Join(om.dir, ".omni", "bomb.h5")
+	before := vmHWM(t)
+	if _, err := os.ReadFile(filepath.Join(ov, "bomb[0:10]", "data")); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("bomb: %v, want EIO", err)
+	}
+	if grew := vmHWM(t) - before; grew > 256<<20 {
+		t.Errorf("the daemon's peak memory grew by %d MiB", grew>>20)
+	}
+	if b, err := os.ReadFile(filepath.Join(ov, "fine", "data")); err != nil || len(b) != 40 {
+		t.Fatalf("fine after the bomb: %v", err)
 	}
 }
