@@ -59,6 +59,8 @@ def ext(name, path):
         f.create_dataset("x", shape=(1000,), dtype="<i4", external=[(path, 0, 4000)])
 ext("ext_abs.h5", secret_bin)
 ext("ext_rel.h5", "../secret.bin")
+ext("ext_own.h5", "own.bin")
+np.arange(1000, dtype="<i4").tofile(os.path.join(out, "own.bin"))
 with h5py.File(os.path.join(out, "vds.h5"), "w") as f:
     lay = h5py.VirtualLayout(shape=(1000,), dtype="<i4")
     lay[:] = h5py.VirtualSource(secret_h5, "x", shape=(1000,))
@@ -99,16 +101,20 @@ func TestOMNIForeignSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(drop, 0o1777)
-	for _, f := range []string{"ext_abs.h5", "ext_rel.h5", "vds.h5", "ok.h5"} {
+	for _, f := range []string{"ext_abs.h5", "ext_rel.h5", "vds.h5", "ok.h5", "ext_own.h5", "own.bin"} {
 		os.Chmod(filepath.Join(craft, f), 0o644)
 		if out, err := asUser(uid, gid, "cp", filepath.Join(craft, f), drop); err != nil {
 			t.Fatalf("cp %s as uid %d: %v\n%s", f, uid, err, out)
 		}
 	}
 	data := func(f string) string { return filepath.Join(om.dir, ".omni", "drop", f, "x", "data") }
-	got, err := asUser(uid, gid, "cat", data("ok.h5"))
-	if err != nil || len(got) != 4000 || binary.LittleEndian.Uint32(got[4*999:]) != 999 {
-		t.Fatalf("uid %d reading its own plain file: %v, %d bytes", uid, err, len(got))
+	// Its own files read, external storage next to the file too (named
+	// relative to the file, not to the helper's cwd).
+	for _, f := range []string{"ok.h5", "ext_own.h5"} {
+		got, err := asUser(uid, gid, "cat", data(f))
+		if err != nil || len(got) != 4000 || binary.LittleEndian.Uint32(got[4*999:]) != 999 {
+			t.Fatalf("uid %d reading its own %s: %v, %d bytes", uid, f, err, len(got))
+		}
 	}
 	for _, f := range []string{"ext_abs.h5", "ext_rel.h5", "vds.h5"} {
 		got, err := asUser(uid, gid, "cat", data(f))
