@@ -26,11 +26,16 @@ import (
 func testUser(t *testing.T) (uint32, uint32) {
 	t.Helper()
 	const name = "iowarp-test"
+	// Another test binary may be adding it at the same time (useradd
+	// then fails on the lock of /etc/passwd): try a few times.
 	u, err := user.Lookup(name)
-	if err != nil {
-		out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput()
-		if u, _ = user.Lookup(name); u == nil {
-			t.Fatalf("useradd %s: %v\n%s", name, err, out)
+	for i := 0; err != nil && i < 20; i++ {
+		out, aerr := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput()
+		if u, err = user.Lookup(name); err != nil && i == 19 {
+			t.Fatalf("useradd %s: %v\n%s", name, aerr, out)
+		}
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	uid, _ := strconv.Atoi(u.Uid)
