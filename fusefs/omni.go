@@ -416,6 +416,7 @@ type generation struct {
 	plans    map[string]*plan
 	nextPage int64
 	fetching map[int64]*fetch
+	memBytes int64 // held by cached plans' mem (string views)
 }
 
 // fresh fails with ESTALE once the source changed after g was loaded.

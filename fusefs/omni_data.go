@@ -21,6 +21,9 @@ const (
 	maxStringElems = 16 << 20
 	// maxCSV bounds the raw bytes rendered as data.csv at one open.
 	maxCSV = 64 << 20
+	// maxPlanMem bounds the string views' bytes a generation keeps in
+	// cached plans; past it a string view is read again at each use.
+	maxPlanMem = 256 << 20
 	// prefetchBlocks is how far ahead a sequential reader is read.
 	prefetchBlocks = 2
 )
@@ -97,8 +100,9 @@ func (g *generation) plan(group, name string) (*plan, error) {
 	}
 	p.base = g.nextPage
 	g.nextPage += p.nblocks * p.ppb
-	if len(g.plans) < maxPlans {
+	if len(g.plans) < maxPlans && g.memBytes+int64(len(p.mem)) <= maxPlanMem {
 		g.plans[key] = p
+		g.memBytes += int64(len(p.mem))
 	}
 	return p, nil
 }

@@ -90,6 +90,7 @@ type omniConfig struct {
 	allowOther bool
 	retryAfter time.Duration
 	wrap       func(Formats) Formats // around the helper pool
+	helperMem  uint64                // helper.Options.MemoryLimit
 }
 
 // newOMNIMountWith is newOMNIMountMode as c says.
@@ -123,7 +124,7 @@ func newOMNIMountWith(t *testing.T, c omniConfig) *omniMount {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fsys.Close() })
-	om.fmts = helper.New(helper.Options{Size: 2, Deadline: omniHelperDeadline})
+	om.fmts = helper.New(helper.Options{Size: 2, Deadline: omniHelperDeadline, MemoryLimit: c.helperMem})
 	t.Cleanup(func() { om.fmts.Close() })
 	var fmts Formats = om.fmts
 	if c.wrap != nil {

@@ -115,15 +115,16 @@ func otherUser(t *testing.T) (uint32, uint32) {
 		t.Skip("needs root to run helpers as another user")
 	}
 	const name = "iowarp-test"
+	// Another test binary may be adding it at the same time (useradd
+	// then fails on the lock of /etc/passwd): try a few times.
 	u, err := user.Lookup(name)
-	if err != nil {
-		if out, err := runCmd("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name); err != nil {
-			if u, err = user.Lookup(name); err != nil {
-				t.Fatalf("useradd %s: %v\n%s", name, err, out)
-			}
+	for i := 0; err != nil && i < 20; i++ {
+		out, aerr := runCmd("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name)
+		if u, err = user.Lookup(name); err != nil && i == 19 {
+			t.Fatalf("useradd %s: %v\n%s", name, aerr, out)
 		}
-		if u, err = user.Lookup(name); err != nil {
-			t.Fatal(err)
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	uid, _ := strconv.Atoi(u.Uid)

@@ -353,6 +353,10 @@ func (p *Pool) fail(ctx context.Context, pr *proc, req *request, cause error) er
 // dimension, bounded by the readers).
 const maxSchema = 256 << 20
 
+// maxStrings bounds a variable-length string read (the caller copies it
+// into its own memory).
+const maxStrings = 256 << 20
+
 // Open opens the dataset at path in a helper and returns its schema.
 func (p *Pool) Open(ctx context.Context, path string) (*omni.Dataset, error) {
 	resp, f, err := p.call(ctx, &request{Op: "open", Path: path}, nil)
@@ -432,6 +436,12 @@ func (p *Pool) Read(ctx context.Context, path string, v *omni.Variable, h omni.H
 		resp, f, err := p.call(ctx, &request{Op: "read", Path: path, Var: v.Path, Slab: &h}, nil)
 		if err != nil {
 			return nil, err
+		}
+		if resp.Size > maxStrings {
+			if f != nil {
+				f.Close()
+			}
+			return nil, fmt.Errorf("%s: %d bytes of strings, more than %d: %w", v.Path, resp.Size, int64(maxStrings), omni.ErrNotSupported)
 		}
 		return mapped(f, resp.Size)
 	}

@@ -400,9 +400,30 @@ func (f *File) ReadInto(p string, h omni.Hyperslab, dst []byte) error {
 	if h.Len() == 0 {
 		return nil
 	}
+	if err := checkElemSize(r.gid, r.varid, r.v); err != nil {
+		return err
+	}
 	s := cslab(h)
 	rc := C.nc_get_vars(r.gid, r.varid, &s.start[0], &s.count[0], &s.stride[0], unsafe.Pointer(&dst[0]))
 	return ncerr("read "+p, rc)
+}
+
+// checkElemSize fails unless the variable's type is as wide as its
+// dtype: nc_get_vars writes count elements of the type, and a narrower
+// one would leave the rest of dst as it was.
+func checkElemSize(gid, varid C.int, v *omni.Variable) error {
+	var xtype C.nc_type
+	var size C.size_t
+	if rc := C.nc_inq_vartype(gid, varid, &xtype); rc != C.NC_NOERR {
+		return ncerr("type of "+v.Path, rc)
+	}
+	if rc := C.nc_inq_type(gid, xtype, nil, &size); rc != C.NC_NOERR {
+		return ncerr("type of "+v.Path, rc)
+	}
+	if int(size) != v.DType.Size() {
+		return fmt.Errorf("%s: type of %d bytes for %s: %w", v.Path, size, v.DType, omni.ErrNotSupported)
+	}
+	return nil
 }
 
 // ReadStrings reads the selection of an NC_STRING variable.

@@ -260,8 +260,13 @@ func Strings(t DType, data []byte) ([]string, error) {
 	return out, nil
 }
 
+// MaxFixedStrings bounds what FixStrings makes: one long string among
+// many short ones would otherwise make count × longest bytes.
+const MaxFixedStrings = 256 << 20
+
 // FixStrings converts variable-length string data to fixed S<n>, n the
-// longest string (at least 1): the form NumPy and Zarr v2 store.
+// longest string (at least 1): the form NumPy and Zarr v2 store. It
+// fails (ErrNotSupported) past MaxFixedStrings bytes.
 func FixStrings(data []byte) (DType, []byte, error) {
 	ss, err := DecodeStrings(data)
 	if err != nil {
@@ -270,6 +275,10 @@ func FixStrings(data []byte) (DType, []byte, error) {
 	n := 1
 	for _, s := range ss {
 		n = max(n, len(s))
+	}
+	if int64(n)*int64(len(ss)) > MaxFixedStrings {
+		return "", nil, fmt.Errorf("%d strings of up to %d bytes as fixed-width strings: more than %d bytes: %w",
+			len(ss), n, MaxFixedStrings, ErrNotSupported)
 	}
 	out := make([]byte, n*len(ss))
 	for i, s := range ss {
