@@ -43,6 +43,9 @@ type daemon struct {
 	ipc  *ipcDaemon   // runtime and client ipc (ipcserve.go)
 	fmts *helper.Pool // format helpers of the /.omni views
 	mem  *runtime.PressureWatcher
+	// stopAt is when the stop began (a signal or an external umount): the
+	// drain's duration is reported from there.
+	stopAt time.Time
 }
 
 // serve checks, mounts, reports readiness on ready (if not nil), serves
@@ -165,10 +168,12 @@ func (d *daemon) wait(sigs *signals) {
 	go func() { d.srv.Wait(); close(gone) }()
 	select {
 	case <-gone:
+		d.stopAt = time.Now()
 		logrus.Infof("%s was unmounted; draining to %s", d.cfg.Mount, backingName(d.cfg))
 		d.srv = nil
 		return
 	case s := <-sigs.stop:
+		d.stopAt = time.Now()
 		if st := d.fsys.Stats(); st.Mode == files.Scratch {
 			logrus.Infof("%v: unmounting %s; scratch mode: its %s of data are dropped", s,
 				d.cfg.Mount, runtime.FormatSize(st.DirtyBytes))
@@ -180,7 +185,7 @@ func (d *daemon) wait(sigs *signals) {
 	// Drain while still mounted so that the unmount itself is quick; what
 	// is written in between is drained by Close.
 	if err := d.fsys.Sync(); err != nil {
-		logrus.Errorf("drain to %s: %v", backingName(d.cfg), err)
+		logrus.Warnf("drain to %s: %v; retried after the unmount", backingName(d.cfg), err)
 	}
 	// Format helpers may hold files open through the mount (scratch
 	// mode): stop them first, or the unmount finds the mount busy.
@@ -272,11 +277,21 @@ func (d *daemon) close() error {
 		note("stop format helpers", d.fmts.Close())
 	}
 	if d.fsys != nil {
-		start := time.Now()
-		note("drain to "+backingName(d.cfg), d.fsys.Close())
+		start := d.stopAt
+		if start.IsZero() {
+			start = time.Now()
+		}
+		err := d.fsys.Close()
+		note("drain to "+backingName(d.cfg), err)
 		st := d.fsys.Stats()
-		logrus.Infof("drained in %v (%s written back in total, %d flush errors)",
-			time.Since(start).Round(time.Millisecond), runtime.FormatSize(int64(st.FlushedBytes)), st.FlushErrors)
+		took := time.Since(start).Round(time.Millisecond)
+		if err != nil {
+			logrus.Errorf("drain INCOMPLETE after %v: %s left dirty (%s written back in total, %d flush errors)",
+				took, runtime.FormatSize(st.DirtyBytes), runtime.FormatSize(int64(st.FlushedBytes)), st.FlushErrors)
+		} else {
+			logrus.Infof("drained in %v (%s written back in total, %d flush errors)",
+				took, runtime.FormatSize(int64(st.FlushedBytes)), st.FlushErrors)
+		}
 	}
 	if d.mem != nil {
 		d.mem.Close() // after the drain: pressure during it still moves pages down
