@@ -83,6 +83,10 @@ const (
 	ptOffFlags    = 40
 	ptOffWriters  = 64
 	ptOffHint     = 72
+	// ptOffMappers is the shims' count of their shared maps of the file
+	// (adapters/posix/mmap.c): not 0 sends every shim to the kernel path.
+	// The daemon never reads it; it resets it with the writer count.
+	ptOffMappers = 80
 
 	ptWritable = 1 << 0
 	ptPoisoned = 1 << 1
@@ -335,7 +339,8 @@ func (b *Bucket) PageTable(writable bool) (tableFd, dataFd int, err error) {
 
 // ResetShimWriters is for the owner once no read-write map of the file is
 // held by a live handle: a writer count left by a client that died inside
-// a write is reset and the poison lifted; the writable flag is cleared.
+// a write is reset and the poison lifted; the writable flag and the shims'
+// count of shared maps are cleared.
 func (b *Bucket) ResetShimWriters() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -346,6 +351,7 @@ func (b *Bucket) ResetShimWriters() {
 	if atomic.LoadUint32(pt.flags())&ptPoisoned != 0 {
 		atomic.StoreInt64(pt.writers(), 0)
 	}
+	atomic.StoreUint64(pt.word(ptOffMappers), 0) // maps of clients gone: no one can store through them
 	atomic.AndUint32(pt.flags(), ^uint32(ptPoisoned|ptWritable))
 }
 

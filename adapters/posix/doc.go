@@ -71,7 +71,10 @@
 //     munmap of a shared map writes its dirty pages back (msync) before
 //     the fast path comes back;
 //   - a fast write made while another thread maps the file drops its
-//     range again (iow_map_gen).
+//     range again (iow_map_gen);
+//   - a shared map through a read-write open is counted in the file's
+//     page table: while any shim maps the file so, every shim's calls on
+//     it take the kernel path (other processes see the map's stores).
 //
 // Both doors work on one copy of the data. While a shim holds a read-write
 // map of a file, every other open of it bypasses the kernel page cache

@@ -50,6 +50,7 @@
 #define PT_FLAGS 40
 #define PT_WRITERS 64
 #define PT_HINT 72
+#define PT_MAPPERS 80 /* shared maps by shims with read-write tables (mmap.c) */
 #define PTF_WRITABLE 1u
 #define PTF_POISONED 2u
 #define MAP_MAX (16ul << 30) /* virtual span mapped per file: pages past it miss */
@@ -63,7 +64,8 @@ struct fastmap {
 	size_t datalen;
 	uint64_t ps;
 	uint64_t nbits;
-	int writable; /* both mapped read-write */
+	int writable; /* write hits allowed (both mapped read-write) */
+	int ptw;      /* the table is mapped read-write */
 	char ipc[108]; /* the daemon's ipc socket ("" = none) */
 };
 
@@ -127,6 +129,15 @@ out:
 	return ret;
 }
 
+/* The segment maps are the library's own: raw calls, past the mmap
+ * interposers (mmap.c). */
+static void *raw_mmap(size_t len, int prot, int flags, int fd)
+{
+	return (void *)syscall(SYS_mmap, NULL, len, prot, flags, fd, 0);
+}
+
+static void raw_munmap(void *p, size_t len) { syscall(SYS_munmap, p, len); }
+
 void iow_attach_fast(struct iow_ofd *o)
 {
 	const struct iow_cap *c = &o->cap;
@@ -139,7 +150,7 @@ void iow_attach_fast(struct iow_ofd *o)
 		return;
 	int w = acc == O_RDWR;
 	int prot = PROT_READ | (w ? PROT_WRITE : 0);
-	void *pt = mmap(NULL, PT_SIZE, prot, MAP_SHARED, fds[0], 0);
+	void *pt = raw_mmap(PT_SIZE, prot, MAP_SHARED, fds[0]);
 	syscall(SYS_close, fds[0]);
 	if (pt == MAP_FAILED) {
 		syscall(SYS_close, fds[1]);
@@ -148,22 +159,22 @@ void iow_attach_fast(struct iow_ofd *o)
 	const uint32_t *h = pt;
 	uint64_t ps = ((const uint64_t *)pt)[3], nbits = ((const uint64_t *)pt)[4];
 	if (h[0] != PT_MAGIC || h[1] != PT_VERSION || ps != c->page_size || nbits > PT_MAX_PAGES) {
-		munmap(pt, PT_SIZE);
+		raw_munmap(pt, PT_SIZE);
 		syscall(SYS_close, fds[1]);
 		return;
 	}
 	size_t len = nbits * ps < MAP_MAX ? nbits * ps : MAP_MAX;
-	void *data = mmap(NULL, len, prot, MAP_SHARED | MAP_NORESERVE, fds[1], 0);
+	void *data = raw_mmap(len, prot, MAP_SHARED | MAP_NORESERVE, fds[1]);
 	syscall(SYS_close, fds[1]);
 	struct fastmap *m = malloc(sizeof(*m));
 	if (data == MAP_FAILED || !m) {
 		if (data != MAP_FAILED)
-			munmap(data, len);
-		munmap(pt, PT_SIZE);
+			raw_munmap(data, len);
+		raw_munmap(pt, PT_SIZE);
 		free(m);
 		return;
 	}
-	*m = (struct fastmap){pt, data, len, ps, nbits, w && !iow_nofastwrite, {0}};
+	*m = (struct fastmap){pt, data, len, ps, nbits, w && !iow_nofastwrite, w, {0}};
 	memcpy(m->ipc, ipc, sizeof m->ipc);
 	o->gohandle = (uintptr_t)m;
 }
@@ -174,8 +185,8 @@ void iow_detach_fast(struct iow_ofd *o)
 	o->gohandle = 0;
 	if (!m)
 		return;
-	munmap(m->data, m->datalen);
-	munmap(m->pt, PT_SIZE);
+	raw_munmap(m->data, m->datalen);
+	raw_munmap(m->pt, PT_SIZE);
 	free(m);
 }
 
@@ -193,6 +204,35 @@ static inline int resident(const struct fastmap *m, uint64_t first, uint64_t las
 		if (!(__atomic_load_n(&bits[i / 64], __ATOMIC_RELAXED) & (1ull << (i % 64))))
 			return 0;
 	return 1;
+}
+
+/* mappers is the file's count of shared maps made by shims that may
+ * write: while it is not 0, every shim's calls on the file take the
+ * kernel path, whose page cache holds the maps' stores (mmap.c). */
+static inline int64_t *mappers(const struct fastmap *m) { return (int64_t *)(m->pt + PT_MAPPERS); }
+
+static inline int mapped_elsewhere(const struct fastmap *m)
+{
+	return __atomic_load_n(mappers(m), __ATOMIC_SEQ_CST) != 0;
+}
+
+int iow_fast_map_begin(struct iow_ofd *o)
+{
+	struct fastmap *m = (struct fastmap *)o->gohandle;
+	if (!m || !m->ptw || iow_in_child)
+		return 0;
+	__atomic_fetch_add(mappers(m), 1, __ATOMIC_SEQ_CST);
+	return 1;
+}
+
+void iow_fast_map_end(struct iow_ofd *o)
+{
+	struct fastmap *m = (struct fastmap *)o->gohandle;
+	if (!m || iow_in_child)
+		return;
+	int64_t v = __atomic_load_n(mappers(m), __ATOMIC_RELAXED);
+	while (v > 0 && !__atomic_compare_exchange_n(mappers(m), &v, v - 1, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		;
 }
 
 int iow_fast_shared_writers(struct iow_ofd *o)
@@ -221,6 +261,10 @@ ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off)
 	const struct fastmap *m = (const struct fastmap *)o->gohandle;
 	if (!m)
 		return -2;
+	if (mapped_elsewhere(m)) {
+		IOW_ADD(fast_misses, 1);
+		return -2;
+	}
 	for (int attempt = 0; attempt < 4; attempt++) {
 		uint64_t s1 = ld_seq(m);
 		if (s1 & 1) {
@@ -262,10 +306,11 @@ ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
 	uint64_t s = __atomic_load_n((uint64_t *)(pt + PT_SEQ), __ATOMIC_SEQ_CST);
 	uint32_t fl = __atomic_load_n((uint32_t *)(pt + PT_FLAGS), __ATOMIC_SEQ_CST);
 	int64_t size = __atomic_load_n((int64_t *)(pt + PT_SIZEOFF), __ATOMIC_SEQ_CST);
-	if ((s & 1) || (fl & PTF_POISONED) || size < 0 || end > (uint64_t)size || !resident(m, first, last)) {
+	int mapped = mapped_elsewhere(m);
+	if ((s & 1) || (fl & PTF_POISONED) || size < 0 || end > (uint64_t)size || mapped || !resident(m, first, last)) {
 		__atomic_fetch_sub(writers, 1, __ATOMIC_RELEASE);
 		IOW_ADD(fast_misses, 1);
-		if ((fl & PTF_POISONED) || size < 0 || end > (uint64_t)size)
+		if ((fl & PTF_POISONED) || size < 0 || end > (uint64_t)size || mapped)
 			return -2; /* extending writes stay on the kernel path */
 		return ipc_io(o, m, (void *)buf, n, off, 1);
 	}

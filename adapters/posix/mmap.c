@@ -13,18 +13,27 @@
  *     copy it sees, coherent with the mapping;
  *   - munmap of a shared mapping first writes its dirty pages back
  *     (msync), so that the fast path, back on after the last mapping,
- *     reads them from the pool.
+ *     reads them from the pool;
+ *   - a shared map made through an open with a read-write table is
+ *     counted in the file's table (fast.c, PT_MAPPERS): while the count
+ *     is not 0, every shim's calls on the file take the kernel path, so
+ *     other processes see the map's stores and the map sees their writes.
+ *     The daemon resets the count with the writer count once no
+ *     read-write map of the file is held (a process killed while mapping
+ *     leaves it up until then: slower, never wrong).
  *
  * Mappings are tracked by address range in a small table; MAP_FIXED over
  * a tracked range and mremap keep it exact. A mapping the table cannot
  * hold, or an mremap it cannot follow, turns the fast path off for every
  * file of the process (iow_maps_lost): slower, never wrong.
  *
- * Mappings of another process are not seen here: a fast write by this
- * process reaches that mapping when the daemon's harvest (every 50 ms)
- * drops the inode's cached pages, and its stores reach this process's
- * fast reads when the kernel writes them back (msync, munmap, or the
- * kernel's write-back interval). */
+ * Maps made by a process without the shim, or through a read-only open
+ * (private ones included), are not counted: a fast write reaches such a
+ * map when the daemon's harvest (every 50 ms) drops the inode's cached
+ * pages; a shared map through a read-only open cannot store. A process
+ * without the shim storing through a shared map is seen by fast reads
+ * once the kernel writes the pages back (msync, or its write-back
+ * interval). */
 #include "shim.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -47,6 +56,16 @@ struct iow_map {
 	uint64_t ino;
 	uint32_t dpid;
 	int shared;
+	int counted;         /* in the file's shared mapper count (fast.c) */
+	struct iow_ofd *ofd; /* a ref, so its table stays mapped */
+};
+
+/* Entries freed under maps_mu are ended after it is released (putting an
+ * ofd may unmap its table). */
+struct ended {
+	struct iow_ofd *ofd[MAPS_MAX];
+	int counted[MAPS_MAX];
+	int n;
 };
 
 static pthread_mutex_t maps_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -95,36 +114,50 @@ static struct iow_map *slot_newLocked(void)
 }
 
 /* publishLocked fills a free entry; its addr goes last (iow_mapped_slow). */
-static void publishLocked(struct iow_map *m, uintptr_t addr, size_t len, uint64_t ino, uint32_t dpid, int shared)
+static void publishLocked(struct iow_map *m, uintptr_t addr, size_t len, struct iow_ofd *o, int shared, int counted)
 {
-	m->len = len, m->shared = shared;
-	__atomic_store_n(&m->ino, ino, __ATOMIC_RELAXED);
-	__atomic_store_n(&m->dpid, dpid, __ATOMIC_RELAXED);
+	m->len = len, m->shared = shared, m->counted = counted, m->ofd = o;
+	__atomic_store_n(&m->ino, o->cap.ino, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->dpid, o->cap.daemon_pid, __ATOMIC_RELAXED);
 	__atomic_store_n(&m->addr, addr, __ATOMIC_RELEASE);
 }
 
-/* track records [addr, addr+len) as a mapping of o's file. */
-static void track(const struct iow_ofd *o, void *addr, size_t len, int shared)
+/* track records [addr, addr+len) as a mapping of o's file; the entry
+ * takes the caller's ref on o. */
+static void track(struct iow_ofd *o, void *addr, size_t len, int shared, int counted)
 {
 	pthread_mutex_lock(&maps_mu);
 	struct iow_map *m = slot_newLocked();
 	if (m) {
-		publishLocked(m, (uintptr_t)addr, len, o->cap.ino, o->cap.daemon_pid, shared);
+		publishLocked(m, (uintptr_t)addr, len, o, shared, counted);
 		__atomic_fetch_add(&iow_nmaps, 1, __ATOMIC_SEQ_CST);
 	}
 	pthread_mutex_unlock(&maps_mu);
-	if (!m)
-		maps_lose();
+	if (!m) {
+		maps_lose(); /* its count, if any, stays: other shims keep the kernel path */
+		iow_ofd_put(o);
+	}
 }
 
-static void freeLocked(struct iow_map *m)
+static void freeLocked(struct iow_map *m, struct ended *end)
 {
 	__atomic_store_n(&m->addr, 0, __ATOMIC_RELEASE);
 	__atomic_fetch_sub(&iow_nmaps, 1, __ATOMIC_SEQ_CST);
+	end->ofd[end->n] = m->ofd, end->counted[end->n] = m->counted, end->n++;
+	m->ofd = NULL;
+}
+
+static void end_all(struct ended *end)
+{
+	for (int i = 0; i < end->n; i++) {
+		if (end->counted[i])
+			iow_fast_map_end(end->ofd[i]);
+		iow_ofd_put(end->ofd[i]);
+	}
 }
 
 /* cutLocked removes [a, e) from m, writing its dirty pages back first. */
-static void cutLocked(struct iow_map *m, uintptr_t a, uintptr_t e)
+static void cutLocked(struct iow_map *m, uintptr_t a, uintptr_t e, struct ended *end)
 {
 	uintptr_t ma = m->addr, me = m->addr + m->len;
 	uintptr_t lo = a > ma ? a : ma, hi = e < me ? e : me;
@@ -133,7 +166,7 @@ static void cutLocked(struct iow_map *m, uintptr_t a, uintptr_t e)
 	if (m->shared)
 		msync((void *)lo, hi - lo, MS_SYNC);
 	if (lo == ma && hi == me) {
-		freeLocked(m);
+		freeLocked(m, end);
 	} else if (lo == ma) {
 		m->len = me - hi;
 		__atomic_store_n(&m->addr, hi, __ATOMIC_RELEASE);
@@ -146,7 +179,8 @@ static void cutLocked(struct iow_map *m, uintptr_t a, uintptr_t e)
 			m->len = lo - ma;
 			return;
 		}
-		publishLocked(t, hi, me - hi, m->ino, m->dpid, m->shared);
+		__atomic_fetch_add(&m->ofd->refs, 1, __ATOMIC_ACQ_REL);
+		publishLocked(t, hi, me - hi, m->ofd, m->shared, m->counted && iow_fast_map_begin(m->ofd));
 		m->len = lo - ma;
 		__atomic_fetch_add(&iow_nmaps, 1, __ATOMIC_SEQ_CST);
 	}
@@ -160,11 +194,14 @@ static void forget(void *addr, size_t len)
 		return;
 	long pg = sysconf(_SC_PAGESIZE);
 	uintptr_t a = (uintptr_t)addr, e = a + ((len + (size_t)pg - 1) & ~((size_t)pg - 1));
+	struct ended end;
+	end.n = 0;
 	pthread_mutex_lock(&maps_mu);
 	for (int i = 0; i < maps_hi; i++)
 		if (maps[i].addr)
-			cutLocked(&maps[i], a, e);
+			cutLocked(&maps[i], a, e, &end);
 	pthread_mutex_unlock(&maps_mu);
+	end_all(&end);
 }
 
 static void *map_file(void *(*real)(void *, size_t, int, int, int, off_t), void *addr, size_t len, int prot,
@@ -176,17 +213,24 @@ static void *map_file(void *(*real)(void *, size_t, int, int, int, off_t), void 
 	if (!o)
 		return real(addr, len, prot, flags, fd, off);
 	IOW_ADD(calls, 1);
+	int shared = (flags & MAP_TYPE) == MAP_SHARED || (flags & MAP_TYPE) == MAP_SHARED_VALIDATE;
+	/* Other shims that may write the file take the kernel path from now
+	 * on (a shared map's stores reach only the page cache). */
+	int counted = shared && iow_fast_map_begin(o);
 	/* A fast write racing with us either sees the new generation (and
 	 * drops its range itself) or landed before the drop below. */
 	__atomic_fetch_add(&iow_map_gen, 1, __ATOMIC_SEQ_CST);
 	iow_drop_cache(fd, 0, 0);
 	void *p = real(addr, len, prot, flags, fd, off);
+	int e = errno;
 	if (p != MAP_FAILED) {
-		int e = errno;
-		track(o, p, len, (flags & MAP_TYPE) == MAP_SHARED || (flags & MAP_TYPE) == MAP_SHARED_VALIDATE);
-		errno = e;
+		track(o, p, len, shared, counted); /* takes our ref */
+	} else {
+		if (counted)
+			iow_fast_map_end(o);
+		iow_ofd_put(o);
 	}
-	iow_ofd_put(o);
+	errno = e;
 	return p;
 }
 

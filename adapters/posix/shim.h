@@ -83,6 +83,8 @@ void iow_detach_fast(struct iow_ofd *o); /* plain C state: a forked child may un
 ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off);
 ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off);
 int iow_fast_shared_writers(struct iow_ofd *o); /* a shim may write the file in place */
+int iow_fast_map_begin(struct iow_ofd *o);      /* a shared map of the file: 1 if counted */
+void iow_fast_map_end(struct iow_ofd *o);       /* its end (when counted) */
 void iow_fdtable_atfork_prepare(void);
 void iow_fdtable_atfork_parent(void);
 void iow_fdtable_atfork_child(void);

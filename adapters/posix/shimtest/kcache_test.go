@@ -1,8 +1,10 @@
 package shimtest
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,4 +227,85 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestMapAcrossProcesses: a process under the shim stores through a
+// shared map (no msync); another process under the shim reads the file
+// (its fast path would read the pool, which the stores have not reached)
+// and sees the stores, then writes, and the map sees the write. Once the
+// map is gone, a new process reads on the fast path again.
+func TestMapAcrossProcesses(t *testing.T) {
+	bin := cc(t, "mapx", "gcc")
+	onMount, _ := setup(t)
+	p := filepath.Join(onMount, "x.bin")
+	fill(t, p, 1<<20, '.')
+	// The reader opens first: its handshake would otherwise write the
+	// map's pages back (the daemon drops the inode's cache at a grant).
+	reader, rin, rout := startLines(t, bin, "rw", p)
+	rout.expect("open")
+	mapper, mapIn, mout := startLines(t, bin, "map", p)
+	mout.expect("stored")
+	io.WriteString(rin, "read\n")
+	if line := rout.line(); line != "X" {
+		t.Fatalf("a second process read %q: the stores through the first one's map were not seen", line)
+	}
+	if err := reader.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(mapIn, "check\n")
+	mout.expect("ok")
+	io.WriteString(mapIn, "done\n")
+	if err := mapper.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	out, r := run(t, onMount, true, nil, bin, "rw", p, "-")
+	if out != "stale\n" || r.FastRead != 64<<10 {
+		t.Fatalf("after the map is gone: %q (want the 'Y' page, so not all 'X'), fast read %d bytes, want %d: %+v", out, r.FastRead, 64<<10, r)
+	}
+	want := append(bytes.Repeat([]byte{'Y'}, 4096), bytes.Repeat([]byte{'X'}, 60<<10)...)
+	want = append(want, bytes.Repeat([]byte{'.'}, 1<<20-64<<10)...)
+	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("file after both: %s, %v", summarize(got), err)
+	}
+}
+
+type lineReader struct {
+	t *testing.T
+	r *bufio.Reader
+}
+
+func (l lineReader) line() string {
+	l.t.Helper()
+	s, err := l.r.ReadString('\n')
+	if err != nil {
+		l.t.Fatalf("reading a line: %q %v", s, err)
+	}
+	return strings.TrimSuffix(s, "\n")
+}
+
+func (l lineReader) expect(want string) {
+	l.t.Helper()
+	if got := l.line(); got != want {
+		l.t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// startLines starts argv under the shim with pipes for its stdin and
+// stdout; it is killed at the end of the test if still running.
+func startLines(t *testing.T, argv ...string) (*exec.Cmd, io.WriteCloser, lineReader) {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib)
+	cmd.Stderr = os.Stderr
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd, stdin, lineReader{t, bufio.NewReader(stdout)}
 }

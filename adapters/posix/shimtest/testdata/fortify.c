@@ -8,8 +8,10 @@
  * reads it back, N bytes a call (65536: its buffer; a length it cannot
  * know at compile time, so the calls are the _chk ones); prints "ok".
  * With a third argument it reads N bytes anyway: past the buffer when N
- * is larger, and the fortified check must abort the program. */
+ * is larger, and the fortified check must abort the program. The open
+ * must leave errno as it was. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,9 +40,14 @@ int main(int argc, char **argv)
 			return 9;
 		printf("link %.*s\n", (int)l, buf);
 	}
+	errno = EDOM;
 	int fd = open(argv[1], O_RDWR);
 	if (fd < 0)
 		return 1;
+	if (errno != EDOM) { /* a successful open leaves errno alone */
+		printf("errno %d after open\n", errno);
+		return 10;
+	}
 	if (argc > 3) {
 		if (read(fd, buf, n) >= 0)
 			printf("overflow not caught\n");
