@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,28 +19,8 @@ import (
 	"github.com/iowarp/iowarp/bufferpool/files"
 	"github.com/iowarp/iowarp/formats/helper"
 	"github.com/iowarp/iowarp/formats/omni"
+	"github.com/iowarp/iowarp/internal/testenv"
 )
-
-// testUser returns the uid and gid of a second user, created if needed.
-func testUser(t *testing.T) (uint32, uint32) {
-	t.Helper()
-	const name = "iowarp-test"
-	// Another test binary may be adding it at the same time (useradd
-	// then fails on the lock of /etc/passwd): try a few times.
-	u, err := user.Lookup(name)
-	for i := 0; err != nil && i < 20; i++ {
-		out, aerr := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput()
-		if u, err = user.Lookup(name); err != nil && i == 19 {
-			t.Fatalf("useradd %s: %v\n%s", name, aerr, out)
-		}
-		if err != nil {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return uint32(uid), uint32(gid)
-}
 
 // asUser runs a command as uid:gid and returns its stdout and error.
 func asUser(uid, gid uint32, name string, args ...string) ([]byte, error) {
@@ -82,7 +61,7 @@ with h5py.File(secret_h5, "w") as f:
 // through .omni, never the bytes; that user's plain file reads.
 func TestOMNIForeignSources(t *testing.T) {
 	py := omniPython(t)
-	uid, gid := testUser(t)
+	uid, gid := testenv.User(t)
 	om := newOMNIMountWith(t, omniConfig{mode: files.Writeback, allowOther: true})
 	base := filepath.Dir(om.dir)
 	for _, d := range []string{base, filepath.Dir(base)} {

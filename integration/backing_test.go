@@ -11,62 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iowarp/iowarp/internal/testenv"
 )
-
-// loopBacking mounts a fresh 32 MiB ext4 image on a loop device and
-// returns a backing directory on it (unmounted in t.Cleanup, after the
-// daemon's cleanup); skipped without loop devices or mkfs.ext4.
-func loopBacking(t *testing.T) string {
-	t.Helper()
-	requireMount(t)
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skip("no loop device support")
-	}
-	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
-		t.Skip("no mkfs.ext4 (e2fsprogs)")
-	}
-	dir := t.TempDir()
-	img, mnt := filepath.Join(dir, "img"), filepath.Join(dir, "mnt")
-	for _, args := range [][]string{{"truncate", "-s", "32M", img}, {"mkfs.ext4", "-q", "-F", "-m", "0", img}, {"mkdir", mnt}} {
-		if out, code := run(args[0], args[1:]...); code != 0 {
-			t.Fatalf("%v: %s", args, out)
-		}
-	}
-	if out, code := run("mount", "-o", "loop", img, mnt); code != 0 {
-		t.Skipf("mount -o loop: %s", out)
-	}
-	t.Cleanup(func() {
-		if out, code := run("umount", mnt); code != 0 {
-			t.Errorf("umount %s: %s", mnt, out)
-			run("umount", "-l", mnt)
-		}
-	})
-	return filepath.Join(mnt, "backing")
-}
-
-// fillDir writes a file in dir until its file system is full.
-func fillDir(t *testing.T, dir, name string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, chunk := range []int{1 << 20, 4096} {
-		buf := make([]byte, chunk)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatal(err)
-				}
-				break
-			}
-		}
-	}
-	f.Sync()
-	return p
-}
 
 // TestBackingStoreFull: the real daemon over a backing store (ext4 on a
 // loop device) that fills up. fsync through the mount gets ENOSPC, every
@@ -75,14 +22,15 @@ func fillDir(t *testing.T, dir, name string) string {
 // data on the store. Filled again, a SIGTERM gives up after drain_timeout
 // and exits 1 naming the file left dirty, instead of claiming success.
 func TestBackingStoreFull(t *testing.T) {
-	backing := loopBacking(t)
+	requireMount(t)
+	backing := filepath.Join(testenv.LoopExt4(t, 32<<20), "backing")
 	m := startMount(t, config{ram: "64MiB", file: "none", backing: backing, extra: "drain_timeout: 1s\n"})
 	f, err := os.Create(m.path("ckpt"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	filler := fillDir(t, backing, "filler")
+	filler := testenv.Fill(t, backing, "filler")
 	data := make([]byte, 4<<20)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range data {
@@ -135,7 +83,7 @@ func TestBackingStoreFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fillDir(t, backing, "filler2")
+	testenv.Fill(t, backing, "filler2")
 	late.Write(data[:1<<20])
 	late.Close()
 	start := time.Now()

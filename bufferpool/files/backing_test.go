@@ -16,6 +16,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
+
+	"github.com/iowarp/iowarp/internal/testenv"
 )
 
 // faultStore is a backing store that fails on demand: the sick parallel
@@ -361,74 +363,11 @@ func TestCloseWhileStoreFails(t *testing.T) {
 	}
 }
 
-// loopFS mounts a fresh 32 MiB ext4 image on a loop device and returns a
-// backing directory in it; skipped without root or loop devices.
-func loopFS(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a loop device")
-	}
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skip("no loop device support")
-	}
-	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
-		t.Skip("no mkfs.ext4 (e2fsprogs)")
-	}
-	dir := t.TempDir()
-	img, mnt := filepath.Join(dir, "img"), filepath.Join(dir, "mnt")
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	run("truncate", "-s", "32M", img)
-	run("mkfs.ext4", "-q", "-F", "-m", "0", img)
-	os.Mkdir(mnt, 0o755)
-	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
-		t.Skipf("mount -o loop: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
-	backing := filepath.Join(mnt, "backing")
-	run("mkdir", backing)
-	return backing
-}
-
-// fillFS writes a file in dir until its file system is full.
-func fillFS(t *testing.T, dir string) string {
-	t.Helper()
-	p := filepath.Join(dir, "filler")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, chunk := range []int{1 << 20, 4096} {
-		buf := make([]byte, chunk)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, unix.ENOSPC) {
-					t.Fatal(err)
-				}
-				break
-			}
-		}
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // TestBackingStoreFullLoopDevice: the backing directory on a real ext4
 // that fills up: fsync gets ENOSPC (every time), the data stay readable,
 // and once space is freed fsync succeeds and the backing file matches.
 func TestBackingStoreFullLoopDevice(t *testing.T) {
-	backing := loopFS(t)
+	backing := loopBacking(t)
 	fs := newTestFS(t, Writeback, 64*testPage, 64*testPage, func(o *Options) { o.Backing = backing })
 	if fs.rootPath != backing {
 		t.Fatalf("backing %s, want the loop fs %s", fs.rootPath, backing)
@@ -436,7 +375,7 @@ func TestBackingStoreFullLoopDevice(t *testing.T) {
 	log := captureLog(t, fs)
 	h := mustOpen(t, fs, "ckpt", os.O_RDWR|os.O_CREATE)
 	defer h.Release()
-	filler := fillFS(t, backing)
+	filler := testenv.Fill(t, backing, "filler")
 	data := make([]byte, 16*testPage)
 	rand.Read(data)
 	if _, err := h.WriteAt(data, 0); err != nil {
@@ -475,7 +414,7 @@ func TestBackingStoreFullLoopDevice(t *testing.T) {
 // no dirty page is evicted; Stats answers and shows the write-back
 // running; thawed, everything lands.
 func TestBackingStoreHangs(t *testing.T) {
-	backing := loopFS(t)
+	backing := loopBacking(t)
 	if _, err := exec.LookPath("fsfreeze"); err != nil {
 		t.Skip("no fsfreeze")
 	}
@@ -570,4 +509,15 @@ func TestCauseOf(t *testing.T) {
 			t.Errorf("causeOf(%v) = %q, want %q", tc.err, got, tc.want)
 		}
 	}
+}
+
+// loopBacking is a backing directory on a fresh 32 MiB ext4 (a loop
+// device), so that it can really fill up.
+func loopBacking(t *testing.T) string {
+	t.Helper()
+	backing := filepath.Join(testenv.LoopExt4(t, 32<<20), "backing")
+	if err := os.Mkdir(backing, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return backing
 }

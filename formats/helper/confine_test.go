@@ -7,15 +7,14 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/iowarp/iowarp/formats/internal/fixture"
 	"github.com/iowarp/iowarp/formats/omni"
 	"github.com/iowarp/iowarp/internal/sys"
+	"github.com/iowarp/iowarp/internal/testenv"
 )
 
 // helperPids returns the process ids of the pool's live helpers.
@@ -107,37 +106,12 @@ func TestRetireAfterError(t *testing.T) {
 	}
 }
 
-// otherUser returns the uid and gid of a second user, created if needed
-// (root only).
-func otherUser(t *testing.T) (uint32, uint32) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run helpers as another user")
-	}
-	const name = "iowarp-test"
-	// Another test binary may be adding it at the same time (useradd
-	// then fails on the lock of /etc/passwd): try a few times.
-	u, err := user.Lookup(name)
-	for i := 0; err != nil && i < 20; i++ {
-		out, aerr := runCmd("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name)
-		if u, err = user.Lookup(name); err != nil && i == 19 {
-			t.Fatalf("useradd %s: %v\n%s", name, aerr, out)
-		}
-		if err != nil {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return uint32(uid), uint32(gid)
-}
-
 // TestConfinedHelper: a helper runs as the user it is asked to (a root
 // 0600 file is EACCES to it, a public one reads) and, with Landlock,
 // reads nothing outside its root even as root.
 func TestConfinedHelper(t *testing.T) {
 	dir := fixture.Dir(t)
-	uid, gid := otherUser(t)
+	uid, gid := testenv.User(t)
 	base := t.TempDir()
 	os.Chmod(base, 0o755)
 	os.Chmod(filepath.Dir(base), 0o755) // t.TempDir's parent is 0700
