@@ -10,12 +10,15 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/iowarp/iowarp/internal/abi"
 )
 
 // The page table of a page bucket, in shared memory, for clients outside
 // the daemon (the LD_PRELOAD shim maps it with the first-tier segment:
 // read-only for a read-only open, read-write for a read-write one).
-// Layout (little endian; shared with adapters/posix/fast.c):
+// Layout (little endian; internal/abi is its one source, which generates
+// adapters/posix/abi.h for the shim's fast.c and mmap.c):
 //
 //	0     u32 magic "IOWP", u32 version
 //	8     u64 seq: odd while the bucket is write-locked (a seqlock)
@@ -26,6 +29,7 @@ import (
 //	      ptPoisoned (shim writes refused, see below)
 //	64    i64 writers: shim writers inside a page (own cache line)
 //	72    u64 dirty hint: non-zero once a shim write set a dirty bit
+//	80    i64 mappers: the shims' count of their shared maps of the file
 //	4096  resident bitmap: bit i set = page i is resident in the first
 //	      tier, at i*PageSize of its segment (written by the daemon only)
 //	4096+nbits/8  dirty bitmap: bit i set = a shim wrote page i since the
@@ -69,27 +73,31 @@ import (
 // page never runs past the end of the memfd (SIGBUS). A dropped bucket
 // leaves seq odd and the bitmaps empty for good.
 const (
-	ptMagic    = 0x50574f49 // "IOWP"
-	ptVersion  = 2
-	ptHeader   = 4096
-	ptMaxPages = 1 << 20 // pages past it are never hits
-	ptBitmap   = ptMaxPages / 8
-	ptSize     = ptHeader + 2*ptBitmap
+	ptMagic    = abi.PTMagic
+	ptVersion  = abi.PTVersion
+	ptHeader   = abi.PTHeader
+	ptMaxPages = abi.PTMaxPages // pages past it are never hits
+	ptBitmap   = abi.PTBitmap
+	ptSize     = abi.PTSize
 
-	ptOffSeq      = 8
-	ptOffSize     = 16
-	ptOffPageSize = 24
-	ptOffNbits    = 32
-	ptOffFlags    = 40
-	ptOffWriters  = 64
-	ptOffHint     = 72
+	ptOffMagic    = abi.PTOffMagic
+	ptOffVersion  = abi.PTOffVersion
+	ptOffSeq      = abi.PTOffSeq
+	ptOffSize     = abi.PTOffSize
+	ptOffPageSize = abi.PTOffPageSize
+	ptOffNbits    = abi.PTOffNbits
+	ptOffFlags    = abi.PTOffFlags
+	ptOffWriters  = abi.PTOffWriters
+	ptOffHint     = abi.PTOffHint
 	// ptOffMappers is the shims' count of their shared maps of the file
 	// (adapters/posix/mmap.c): not 0 sends every shim to the kernel path.
 	// The daemon never reads it; it resets it with the writer count.
-	ptOffMappers = 80
+	ptOffMappers  = abi.PTOffMappers
+	ptOffResident = abi.PTOffResident
+	ptOffDirty    = abi.PTOffDirty
 
-	ptWritable = 1 << 0
-	ptPoisoned = 1 << 1
+	ptWritable = abi.PTFlagWritable
+	ptPoisoned = abi.PTFlagPoisoned
 )
 
 // ptWaitBound is how long a write lock waits for shim writers to leave
@@ -384,10 +392,10 @@ func (b *Bucket) newPageTableLocked() (*pageTable, error) {
 		return fail(err)
 	}
 	pt := &pageTable{name: b.Name(), fd: fd, mem: mem,
-		bits:  unsafe.Slice((*uint64)(unsafe.Pointer(&mem[ptHeader])), ptMaxPages/64),
-		dirty: unsafe.Slice((*uint64)(unsafe.Pointer(&mem[ptHeader+ptBitmap])), ptMaxPages/64)}
-	*(*uint32)(unsafe.Pointer(&mem[0])) = ptMagic
-	*(*uint32)(unsafe.Pointer(&mem[4])) = ptVersion
+		bits:  unsafe.Slice((*uint64)(unsafe.Pointer(&mem[ptOffResident])), ptMaxPages/64),
+		dirty: unsafe.Slice((*uint64)(unsafe.Pointer(&mem[ptOffDirty])), ptMaxPages/64)}
+	*(*uint32)(unsafe.Pointer(&mem[ptOffMagic])) = ptMagic
+	*(*uint32)(unsafe.Pointer(&mem[ptOffVersion])) = ptVersion
 	*pt.word(ptOffPageSize) = uint64(b.pageSize)
 	*pt.word(ptOffNbits) = ptMaxPages
 	*pt.word(ptOffSeq) = 1 // odd: we hold the lock; Unlock makes it even

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/internal/abi"
 )
 
 // The grant socket: where a shim that got a capability (Ioctl) asks for the
@@ -38,18 +39,19 @@ import (
 // mode its open does not have, is refused (EPERM), as is a grant whose
 // open was released (ESTALE).
 //
-// Request (64 bytes, little endian): u32 magic "IOWG", u32 version,
-// u64 grant, u64 ino, u32 access mode, u32 0, token[32] (decodeGrantReq).
-// Reply: i32 errno (0 = granted) and u32 0; on success the fds of the page
+// Request (struct iow_grant_req of internal/abi, 64 bytes, little
+// endian): u32 magic "IOWG", u32 version, u64 grant, u64 ino, u32 access
+// mode, u32 0, token[32] (decodeGrantReq). Reply (struct iow_grant_reply):
+// i32 errno (0 = granted) and u32 0; on success the fds of the page
 // table and the segment, in that order, as SCM_RIGHTS, and after the 8
 // bytes the path of the daemon's ipc socket (Options.IPCSocket,
 // NUL-terminated; empty = none), where the shim sends its misses
 // (ShimHandle).
 
 const (
-	grantMagic   = 0x47574f49 // "IOWG"
-	grantVersion = 1
-	grantReqSize = 64
+	grantMagic   = abi.GrantMagic
+	grantVersion = abi.GrantVersion
+	grantReqSize = abi.GrantReqSize
 )
 
 // grantKey is what a grant is bound to.
@@ -198,8 +200,8 @@ func grantConn(c *net.UnixConn) {
 		return
 	}
 	fds, ipcSock, errno := grant(buf[:n], cred)
-	resp := make([]byte, 8, 8+len(ipcSock)+1)
-	binary.LittleEndian.PutUint32(resp, uint32(errno))
+	resp := make([]byte, abi.GrantReplySize, abi.GrantReplySize+len(ipcSock)+1)
+	binary.LittleEndian.PutUint32(resp[abi.GrantReplyOffStatus:], uint32(errno))
 	var oob []byte
 	if errno == 0 {
 		oob = unix.UnixRights(fds...)
@@ -230,7 +232,7 @@ func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
 type grantReq struct {
 	id, ino uint64
 	acc     uint32
-	token   [32]byte
+	token   [abi.CapTokenLen]byte
 }
 
 // decodeGrantReq parses a request; it checks only its form, nothing it
@@ -240,14 +242,14 @@ func decodeGrantReq(b []byte) (grantReq, error) {
 		return grantReq{}, fmt.Errorf("grant request of %d bytes", len(b))
 	}
 	le := binary.LittleEndian
-	if m, v := le.Uint32(b[0:]), le.Uint32(b[4:]); m != grantMagic || v != grantVersion {
+	if m, v := le.Uint32(b[abi.GrantOffMagic:]), le.Uint32(b[abi.GrantOffVersion:]); m != grantMagic || v != grantVersion {
 		return grantReq{}, fmt.Errorf("grant request magic %#x version %d", m, v)
 	}
-	if r := le.Uint32(b[28:]); r != 0 {
+	if r := le.Uint32(b[abi.GrantOffReserved:]); r != 0 {
 		return grantReq{}, fmt.Errorf("grant request reserved word %#x", r)
 	}
-	r := grantReq{id: le.Uint64(b[8:]), ino: le.Uint64(b[16:]), acc: le.Uint32(b[24:])}
-	copy(r.token[:], b[32:64])
+	r := grantReq{id: le.Uint64(b[abi.GrantOffGrant:]), ino: le.Uint64(b[abi.GrantOffIno:]), acc: le.Uint32(b[abi.GrantOffAccMode:])}
+	copy(r.token[:], b[abi.GrantOffToken:abi.GrantOffToken+abi.CapTokenLen])
 	return r, nil
 }
 

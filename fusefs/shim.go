@@ -14,6 +14,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/iowarp/iowarp/internal/abi"
 )
 
 // The shim handshake (adapters/posix). After its open(2) on the mount
@@ -34,25 +36,20 @@ import (
 // shared pages that FUSE reads serve from.
 
 // CapSize is the size of the capability record (C struct iow_cap).
-const CapSize = 256
+const CapSize = abi.CapSize
 
 // IocCap is _IOWR('W', 0x57, struct iow_cap).
-const IocCap = 3<<30 | CapSize<<16 | 'W'<<8 | 0x57
+const IocCap = abi.IocCap
 
-const (
-	capMagic   = 0x43574f49 // "IOWC"
-	capVersion = 2
-)
-
-// Capability is the decoded capability record; the layout matches struct
-// iow_cap in adapters/posix/shim.h.
+// Capability is the decoded capability record; its layout is internal/abi's
+// (struct iow_cap in adapters/posix/abi.h).
 type Capability struct {
 	Ino       uint64
 	PageSize  uint64
 	Pid, Uid  uint32
 	AccMode   uint32
 	Flags     uint32
-	Token     [32]byte
+	Token     [abi.CapTokenLen]byte
 	Endpoint  string
 	DaemonPid uint32
 	DataFd    int32 // unused since version 2 (-1): maps come from the grant socket
@@ -62,24 +59,26 @@ type Capability struct {
 	Grant uint64
 }
 
+const capEndpointEnd = abi.CapOffEndpoint + abi.CapEndpointLen
+
 // Encode writes c into b (CapSize bytes).
 func (c *Capability) Encode(b []byte) {
 	clear(b[:CapSize])
 	le := binary.LittleEndian
-	le.PutUint32(b[0:], capMagic)
-	le.PutUint32(b[4:], capVersion)
-	le.PutUint64(b[8:], c.Ino)
-	le.PutUint64(b[16:], c.PageSize)
-	le.PutUint32(b[24:], c.Pid)
-	le.PutUint32(b[28:], c.Uid)
-	le.PutUint32(b[32:], c.AccMode)
-	le.PutUint32(b[36:], c.Flags)
-	copy(b[40:72], c.Token[:])
-	copy(b[72:179], c.Endpoint) // NUL-terminated within 108 bytes
-	le.PutUint32(b[180:], c.DaemonPid)
-	le.PutUint32(b[184:], uint32(c.DataFd))
-	le.PutUint32(b[188:], uint32(c.TableFd))
-	le.PutUint64(b[200:], c.Grant)
+	le.PutUint32(b[abi.CapOffMagic:], abi.CapMagic)
+	le.PutUint32(b[abi.CapOffVersion:], abi.CapVersion)
+	le.PutUint64(b[abi.CapOffIno:], c.Ino)
+	le.PutUint64(b[abi.CapOffPageSize:], c.PageSize)
+	le.PutUint32(b[abi.CapOffPid:], c.Pid)
+	le.PutUint32(b[abi.CapOffUid:], c.Uid)
+	le.PutUint32(b[abi.CapOffAccMode:], c.AccMode)
+	le.PutUint32(b[abi.CapOffFlags:], c.Flags)
+	copy(b[abi.CapOffToken:abi.CapOffToken+abi.CapTokenLen], c.Token[:])
+	copy(b[abi.CapOffEndpoint:capEndpointEnd-1], c.Endpoint) // NUL-terminated
+	le.PutUint32(b[abi.CapOffDaemonPid:], c.DaemonPid)
+	le.PutUint32(b[abi.CapOffDataFd:], uint32(c.DataFd))
+	le.PutUint32(b[abi.CapOffTableFd:], uint32(c.TableFd))
+	le.PutUint64(b[abi.CapOffGrant:], c.Grant)
 }
 
 // DecodeCapability parses a capability record (the request half carries
@@ -89,21 +88,22 @@ func DecodeCapability(b []byte) (Capability, error) {
 		return Capability{}, fmt.Errorf("capability of %d bytes", len(b))
 	}
 	le := binary.LittleEndian
-	if le.Uint32(b[0:]) != capMagic || le.Uint32(b[4:]) != capVersion {
-		return Capability{}, fmt.Errorf("capability magic %#x version %d", le.Uint32(b[0:]), le.Uint32(b[4:]))
+	if m, v := le.Uint32(b[abi.CapOffMagic:]), le.Uint32(b[abi.CapOffVersion:]); m != abi.CapMagic || v != abi.CapVersion {
+		return Capability{}, fmt.Errorf("capability magic %#x version %d", m, v)
 	}
-	ep, _, ok := bytes.Cut(b[72:180], []byte{0})
+	ep, _, ok := bytes.Cut(b[abi.CapOffEndpoint:capEndpointEnd], []byte{0})
 	if !ok {
 		return Capability{}, fmt.Errorf("capability endpoint not NUL-terminated")
 	}
 	var c Capability
-	c.Ino, c.PageSize = le.Uint64(b[8:]), le.Uint64(b[16:])
-	c.Pid, c.Uid, c.AccMode, c.Flags = le.Uint32(b[24:]), le.Uint32(b[28:]), le.Uint32(b[32:]), le.Uint32(b[36:])
-	copy(c.Token[:], b[40:72])
+	c.Ino, c.PageSize = le.Uint64(b[abi.CapOffIno:]), le.Uint64(b[abi.CapOffPageSize:])
+	c.Pid, c.Uid = le.Uint32(b[abi.CapOffPid:]), le.Uint32(b[abi.CapOffUid:])
+	c.AccMode, c.Flags = le.Uint32(b[abi.CapOffAccMode:]), le.Uint32(b[abi.CapOffFlags:])
+	copy(c.Token[:], b[abi.CapOffToken:abi.CapOffToken+abi.CapTokenLen])
 	c.Endpoint = string(ep)
-	c.DaemonPid = le.Uint32(b[180:])
-	c.DataFd, c.TableFd = int32(le.Uint32(b[184:])), int32(le.Uint32(b[188:]))
-	c.Grant = le.Uint64(b[200:])
+	c.DaemonPid = le.Uint32(b[abi.CapOffDaemonPid:])
+	c.DataFd, c.TableFd = int32(le.Uint32(b[abi.CapOffDataFd:])), int32(le.Uint32(b[abi.CapOffTableFd:]))
+	c.Grant = le.Uint64(b[abi.CapOffGrant:])
 	return c, nil
 }
 

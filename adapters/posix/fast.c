@@ -39,24 +39,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 
-#define PT_MAGIC 0x50574f49u
-#define PT_VERSION 2u
-#define PT_HEADER 4096
-#define PT_MAX_PAGES (1ul << 20)
-#define PT_BITMAP (PT_MAX_PAGES / 8)
-#define PT_SIZE (PT_HEADER + 2 * PT_BITMAP)
-#define PT_SEQ 8
-#define PT_SIZEOFF 16
-#define PT_FLAGS 40
-#define PT_WRITERS 64
-#define PT_HINT 72
-#define PT_MAPPERS 80 /* shared maps by shims with read-write tables (mmap.c) */
-#define PTF_WRITABLE 1u
-#define PTF_POISONED 2u
 #define MAP_MAX (16ul << 30) /* virtual span mapped per file: pages past it miss */
-
-#define GRANT_MAGIC 0x47574f49u /* "IOWG" */
-#define GRANT_VERSION 1u
 
 struct fastmap {
 	char *pt;   /* page table mapping */
@@ -66,7 +49,7 @@ struct fastmap {
 	uint64_t nbits;
 	int writable; /* write hits allowed (both mapped read-write) */
 	int ptw;      /* the table is mapped read-write */
-	char ipc[108]; /* the daemon's ipc socket ("" = none) */
+	char ipc[IOW_GRANT_IPC_PATH_MAX]; /* the daemon's ipc socket ("" = none) */
 };
 
 int iow_ipc_on; /* IOWARP_IPC=1: misses through runtime/ipc */
@@ -78,8 +61,8 @@ extern ssize_t iowarpIpcIO(char *sock, uint64_t grant, uint64_t ino, uint32_t ac
 #define IPC_MAX (1ul << 20) /* larger calls take the kernel path */
 
 /* grant asks the daemon for the maps of this open; 0 and fds[2] on
- * success, and the path of its ipc socket in ipc[108] ("" = none). */
-static int grant(const struct iow_cap *c, uint32_t acc, int fds[2], char ipc[108])
+ * success, and the path of its ipc socket in ipc ("" = none). */
+static int grant(const struct iow_cap *c, uint32_t acc, int fds[2], char ipc[IOW_GRANT_IPC_PATH_MAX])
 {
 	size_t eplen = strnlen(c->endpoint, sizeof c->endpoint);
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -91,26 +74,21 @@ static int grant(const struct iow_cap *c, uint32_t acc, int fds[2], char ipc[108
 	if (s < 0)
 		return -1;
 	int ret = -1;
-	unsigned char req[64] = {0};
-	uint32_t u32;
-	u32 = GRANT_MAGIC, memcpy(req, &u32, 4);
-	u32 = GRANT_VERSION, memcpy(req + 4, &u32, 4);
-	memcpy(req + 8, &c->grant, 8);
-	memcpy(req + 16, &c->ino, 8);
-	memcpy(req + 24, &acc, 4);
-	memcpy(req + 32, c->token, 32);
-	if (syscall(SYS_connect, s, &a, alen) != 0 || syscall(SYS_sendto, s, req, sizeof req, MSG_NOSIGNAL, NULL, 0) != (long)sizeof req)
+	struct iow_grant_req req = {.magic = IOW_GRANT_MAGIC, .version = IOW_GRANT_VERSION,
+				    .grant = c->grant, .ino = c->ino, .accmode = acc};
+	memcpy(req.token, c->token, sizeof req.token);
+	if (syscall(SYS_connect, s, &a, alen) != 0 || syscall(SYS_sendto, s, &req, sizeof req, MSG_NOSIGNAL, NULL, 0) != (long)sizeof req)
 		goto out;
 	int32_t status = -1;
-	unsigned char rbuf[8 + 108] = {0};
+	unsigned char rbuf[IOW_GRANT_REPLY_SIZE + IOW_GRANT_IPC_PATH_MAX] = {0};
 	char cbuf[CMSG_SPACE(2 * sizeof(int))];
 	struct iovec iov = {rbuf, sizeof rbuf};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
 	long n = syscall(SYS_recvmsg, s, &mh, MSG_CMSG_CLOEXEC);
-	memcpy(&status, rbuf, 4);
+	memcpy(&status, rbuf + IOW_GRANT_REPLY_OFF_STATUS, sizeof status);
 	ipc[0] = 0;
-	if (n > 8 && rbuf[n - 1] == 0)
-		memcpy(ipc, rbuf + 8, (size_t)(n - 8)); /* NUL-terminated, fits: n <= 116 */
+	if (n > IOW_GRANT_REPLY_SIZE && rbuf[n - 1] == 0) /* NUL-terminated, fits: n <= sizeof rbuf */
+		memcpy(ipc, rbuf + IOW_GRANT_REPLY_SIZE, (size_t)(n - IOW_GRANT_REPLY_SIZE));
 	struct cmsghdr *cm = n >= 4 ? CMSG_FIRSTHDR(&mh) : NULL;
 	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
 		size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -145,21 +123,21 @@ void iow_attach_fast(struct iow_ofd *o)
 	if (c->page_size == 0 || acc == O_WRONLY || iow_nofast)
 		return; /* a mapping needs read access */
 	int fds[2];
-	char ipc[108];
+	char ipc[IOW_GRANT_IPC_PATH_MAX];
 	if (grant(c, acc, fds, ipc) != 0)
 		return;
 	int w = acc == O_RDWR;
 	int prot = PROT_READ | (w ? PROT_WRITE : 0);
-	void *pt = raw_mmap(PT_SIZE, prot, MAP_SHARED, fds[0]);
+	void *pt = raw_mmap(IOW_PT_SIZE, prot, MAP_SHARED, fds[0]);
 	syscall(SYS_close, fds[0]);
 	if (pt == MAP_FAILED) {
 		syscall(SYS_close, fds[1]);
 		return;
 	}
-	const uint32_t *h = pt;
-	uint64_t ps = ((const uint64_t *)pt)[3], nbits = ((const uint64_t *)pt)[4];
-	if (h[0] != PT_MAGIC || h[1] != PT_VERSION || ps != c->page_size || nbits > PT_MAX_PAGES) {
-		raw_munmap(pt, PT_SIZE);
+	const struct iow_pt_header *h = pt;
+	uint64_t ps = h->page_size, nbits = h->nbits;
+	if (h->magic != IOW_PT_MAGIC || h->version != IOW_PT_VERSION || ps != c->page_size || nbits > IOW_PT_MAX_PAGES) {
+		raw_munmap(pt, IOW_PT_SIZE);
 		syscall(SYS_close, fds[1]);
 		return;
 	}
@@ -170,7 +148,7 @@ void iow_attach_fast(struct iow_ofd *o)
 	if (data == MAP_FAILED || !m) {
 		if (data != MAP_FAILED)
 			raw_munmap(data, len);
-		raw_munmap(pt, PT_SIZE);
+		raw_munmap(pt, IOW_PT_SIZE);
 		free(m);
 		return;
 	}
@@ -186,18 +164,18 @@ void iow_detach_fast(struct iow_ofd *o)
 	if (!m)
 		return;
 	raw_munmap(m->data, m->datalen);
-	raw_munmap(m->pt, PT_SIZE);
+	raw_munmap(m->pt, IOW_PT_SIZE);
 	free(m);
 }
 
 static inline uint64_t ld_seq(const struct fastmap *m)
 {
-	return __atomic_load_n((const uint64_t *)(m->pt + PT_SEQ), __ATOMIC_ACQUIRE);
+	return __atomic_load_n((const uint64_t *)(m->pt + IOW_PT_OFF_SEQ), __ATOMIC_ACQUIRE);
 }
 
 static inline int resident(const struct fastmap *m, uint64_t first, uint64_t last)
 {
-	const uint64_t *bits = (const uint64_t *)(m->pt + PT_HEADER);
+	const uint64_t *bits = (const uint64_t *)(m->pt + IOW_PT_OFF_RESIDENT);
 	if (last >= m->nbits || (last + 1) * m->ps > m->datalen)
 		return 0;
 	for (uint64_t i = first; i <= last; i++)
@@ -209,7 +187,7 @@ static inline int resident(const struct fastmap *m, uint64_t first, uint64_t las
 /* mappers is the file's count of shared maps made by shims that may
  * write: while it is not 0, every shim's calls on the file take the
  * kernel path, whose page cache holds the maps' stores (mmap.c). */
-static inline int64_t *mappers(const struct fastmap *m) { return (int64_t *)(m->pt + PT_MAPPERS); }
+static inline int64_t *mappers(const struct fastmap *m) { return (int64_t *)(m->pt + IOW_PT_OFF_MAPPERS); }
 
 static inline int mapped_elsewhere(const struct fastmap *m)
 {
@@ -238,7 +216,7 @@ void iow_fast_map_end(struct iow_ofd *o)
 int iow_fast_shared_writers(struct iow_ofd *o)
 {
 	const struct fastmap *m = (const struct fastmap *)o->gohandle;
-	return m && (__atomic_load_n((const uint32_t *)(m->pt + PT_FLAGS), __ATOMIC_RELAXED) & PTF_WRITABLE);
+	return m && (__atomic_load_n((const uint32_t *)(m->pt + IOW_PT_OFF_FLAGS), __ATOMIC_RELAXED) & IOW_PTF_WRITABLE);
 }
 
 /* ipc_io sends a miss to the daemon; -2 when it did not (nothing moved). */
@@ -271,7 +249,7 @@ ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off)
 			__builtin_ia32_pause();
 			continue;
 		}
-		int64_t size = __atomic_load_n((const int64_t *)(m->pt + PT_SIZEOFF), __ATOMIC_ACQUIRE);
+		int64_t size = __atomic_load_n((const int64_t *)(m->pt + IOW_PT_OFF_SIZE), __ATOMIC_ACQUIRE);
 		size_t r = 0;
 		if (off < size && n > 0) {
 			uint64_t end = (uint64_t)off + n;
@@ -299,26 +277,26 @@ ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
 	if (!m || !m->writable || n == 0 || off < 0)
 		return -2;
 	char *pt = m->pt;
-	int64_t *writers = (int64_t *)(pt + PT_WRITERS);
+	int64_t *writers = (int64_t *)(pt + IOW_PT_OFF_WRITERS);
 	uint64_t end = (uint64_t)off + n;
 	uint64_t first = (uint64_t)off / m->ps, last = (end - 1) / m->ps;
 	__atomic_fetch_add(writers, 1, __ATOMIC_SEQ_CST);
-	uint64_t s = __atomic_load_n((uint64_t *)(pt + PT_SEQ), __ATOMIC_SEQ_CST);
-	uint32_t fl = __atomic_load_n((uint32_t *)(pt + PT_FLAGS), __ATOMIC_SEQ_CST);
-	int64_t size = __atomic_load_n((int64_t *)(pt + PT_SIZEOFF), __ATOMIC_SEQ_CST);
+	uint64_t s = __atomic_load_n((uint64_t *)(pt + IOW_PT_OFF_SEQ), __ATOMIC_SEQ_CST);
+	uint32_t fl = __atomic_load_n((uint32_t *)(pt + IOW_PT_OFF_FLAGS), __ATOMIC_SEQ_CST);
+	int64_t size = __atomic_load_n((int64_t *)(pt + IOW_PT_OFF_SIZE), __ATOMIC_SEQ_CST);
 	int mapped = mapped_elsewhere(m);
-	if ((s & 1) || (fl & PTF_POISONED) || size < 0 || end > (uint64_t)size || mapped || !resident(m, first, last)) {
+	if ((s & 1) || (fl & IOW_PTF_POISONED) || size < 0 || end > (uint64_t)size || mapped || !resident(m, first, last)) {
 		__atomic_fetch_sub(writers, 1, __ATOMIC_RELEASE);
 		IOW_ADD(fast_misses, 1);
-		if ((fl & PTF_POISONED) || size < 0 || end > (uint64_t)size || mapped)
+		if ((fl & IOW_PTF_POISONED) || size < 0 || end > (uint64_t)size || mapped)
 			return -2; /* extending writes stay on the kernel path */
 		return ipc_io(o, m, (void *)buf, n, off, 1);
 	}
 	memcpy(m->data + off, buf, n);
-	uint64_t *dirty = (uint64_t *)(pt + PT_HEADER + PT_BITMAP);
+	uint64_t *dirty = (uint64_t *)(pt + IOW_PT_OFF_DIRTY);
 	for (uint64_t i = first; i <= last; i++)
 		__atomic_fetch_or(&dirty[i / 64], 1ull << (i % 64), __ATOMIC_RELAXED);
-	__atomic_store_n((uint64_t *)(pt + PT_HINT), 1, __ATOMIC_RELAXED);
+	__atomic_store_n((uint64_t *)(pt + IOW_PT_OFF_HINT), 1, __ATOMIC_RELAXED);
 	__atomic_fetch_sub(writers, 1, __ATOMIC_RELEASE);
 	IOW_ADD(fast_hits, 1);
 	IOW_ADD(fast_write, n);

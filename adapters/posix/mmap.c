@@ -15,7 +15,7 @@
  *     (msync), so that the fast path, back on after the last mapping,
  *     reads them from the pool;
  *   - a shared map made through an open with a read-write table is
- *     counted in the file's table (fast.c, PT_MAPPERS): while the count
+ *     counted in the file's table (fast.c, IOW_PT_OFF_MAPPERS): while the count
  *     is not 0, every shim's calls on the file take the kernel path, so
  *     other processes see the map's stores and the map sees their writes.
  *     The daemon resets the count with the writer count once no

@@ -12,41 +12,16 @@
 #include <sys/uio.h>
 #include <sys/ioctl.h>
 
+#include "abi.h"
+
 /* Everything declared here is internal to the library; only the
  * interposers (declared by the system headers) are exported. */
 #pragma GCC visibility push(hidden)
 
-/* The capability the daemon returns for an fd on the mount. Its layout is
- * shared with fusefs (shimcap.go): 256 bytes, little endian, no padding. */
-struct iow_cap {
-	uint32_t magic;     /* IOW_CAP_MAGIC */
-	uint32_t version;   /* IOW_CAP_VERSION */
-	uint64_t ino;       /* inode number on the mount */
-	uint64_t page_size; /* pool page size */
-	uint32_t pid;       /* the process (tgid) the token is bound to */
-	uint32_t uid;       /* the uid it is bound to */
-	uint32_t accmode;   /* O_RDONLY / O_WRONLY / O_RDWR of the open */
-	uint32_t flags;     /* IOW_CAPF_* */
-	uint8_t token[32];  /* HMAC-SHA256(daemon secret, ino|pid|uid|accmode) */
-	char endpoint[108]; /* ipc endpoint (Unix socket path); "" = none */
-	uint32_t daemon_pid;
-	int32_t data_fd;    /* unused since version 2 (-1) */
-	int32_t table_fd;   /* unused since version 2 (-1) */
-	uint32_t pad0, pad1;
-	/* The fast path: this open's grant at the endpoint (an abstract Unix
-	 * socket, "@name"), where the shim presents the token and receives
-	 * the fds of the file's page table and RAM-tier segment, opened by
-	 * the daemon with this open's access (fusefs/grant.go). 0 = none. */
-	uint64_t grant;
-	uint8_t pad[48];
-};
-_Static_assert(sizeof(struct iow_cap) == 256, "iow_cap layout");
-_Static_assert(offsetof(struct iow_cap, grant) == 200, "iow_cap grant");
-
-#define IOW_CAP_MAGIC 0x43574f49u /* "IOWC" */
-#define IOW_CAP_VERSION 2u
-/* The handshake ioctl: _IOWR so the request carries the caller's tgid. */
-#define IOW_IOC_CAP _IOWR('W', 0x57, struct iow_cap)
+/* The capability the daemon returns for an fd on the mount (struct
+ * iow_cap), the grant request and the page table: abi.h, generated from
+ * internal/abi (fusefs/shim.go, fusefs/grant.go and
+ * bufferpool/pagetable_unsafe.go use the same constants). */
 
 /* An open file description of ours: shared by every fd dup'ed from it.
  * refs counts the fd table slots holding it plus calls in flight; memory
