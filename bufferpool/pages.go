@@ -130,19 +130,26 @@ func (b *Bucket) WritePage(i, off int64, data []byte, fill Filler) (version uint
 			return 0, err
 		}
 		if page != nil {
-			return b.wroteLocked(bl, now), nil
+			return b.wroteRangeLocked(bl, Range{off, off + int64(len(data))}, now), nil
 		}
 	}
 	if err := b.segs[bl.tier].seg.WriteAt(data, bl.off+off); err != nil {
 		return bl.version, fmt.Errorf("write page %d of bucket %s: %w", i, b.Name(), err)
 	}
-	return b.wroteLocked(bl, now), nil
+	return b.wroteRangeLocked(bl, Range{off, off + int64(len(data))}, now), nil
 }
 
-// wroteLocked records a write of bl.
+// wroteLocked records a write of bl that says no range (shim writes
+// found by a harvest, named blobs): the whole page is dirty.
 func (b *Bucket) wroteLocked(bl *blob, now int64) uint64 {
+	return b.wroteRangeLocked(bl, Range{0, b.pageSize}, now)
+}
+
+// wroteRangeLocked records a write of the bytes r of bl.
+func (b *Bucket) wroteRangeLocked(bl *blob, r Range, now int64) uint64 {
 	bl.version++
 	b.setDirtyLocked(bl, true)
+	bl.dranges.add(r.Lo, r.Hi)
 	bl.touch(now, false)
 	b.jtouchLocked(bl)
 	return bl.version
@@ -175,6 +182,9 @@ func (b *Bucket) PutPage(i int64, data []byte, dirty bool) error {
 	}
 	bl.version++
 	b.setDirtyLocked(bl, dirty)
+	if dirty {
+		bl.dranges.add(0, b.pageSize)
+	}
 	bl.touch(now, false)
 	b.jtouchLocked(bl)
 	return nil
@@ -183,24 +193,48 @@ func (b *Bucket) PutPage(i int64, data []byte, dirty bool) error {
 // SnapshotPage copies a resident page into buf (PageSize bytes) and returns
 // its version and dirty bit; found=false if absent.
 func (b *Bucket) SnapshotPage(i int64, buf []byte) (version uint64, dirty, found bool, err error) {
+	s, err := b.SnapshotDirty(i, buf, nil)
+	return s.Version, s.Dirty, s.Found, err
+}
+
+// PageSnapshot is the state of a page when SnapshotDirty copied it.
+type PageSnapshot struct {
+	Version uint64
+	Dirty   bool
+	Found   bool // resident
+	// Ranges are the bytes of a dirty page written since it was last
+	// clean, sorted and disjoint: the whole page for writes that said no
+	// range (shim writes, PutPage, MarkDirty). Write-back writes only
+	// these, so bytes never written (a hole) stay a hole.
+	Ranges []Range
+}
+
+// SnapshotDirty copies a resident page into buf (PageSize bytes) and
+// returns its state, the dirty ranges appended to rs (reused, like
+// append). Ranges and bytes are taken together under the bucket lock.
+func (b *Bucket) SnapshotDirty(i int64, buf []byte, rs []Range) (PageSnapshot, error) {
+	s := PageSnapshot{Ranges: rs}
 	if err := b.checkPage("snapshot page", i, 0, 0); err != nil {
-		return 0, false, false, err
+		return s, err
 	}
 	if int64(len(buf)) < b.pageSize {
-		return 0, false, false, fmt.Errorf("snapshot page %d of bucket %s: buffer %d < page size %d: %w",
+		return s, fmt.Errorf("snapshot page %d of bucket %s: buffer %d < page size %d: %w",
 			i, b.Name(), len(buf), b.pageSize, ErrInvalid)
 	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if err := b.checkLocked(); err != nil {
-		return 0, false, false, err
+		return s, err
 	}
 	bl := b.pages[i]
 	if bl == nil {
-		return 0, false, false, nil
+		return s, nil
 	}
-	err = b.segs[bl.tier].seg.ReadAt(buf[:b.pageSize], bl.off)
-	return bl.version, bl.dirty, true, err
+	s.Version, s.Dirty, s.Found = bl.version, bl.dirty, true
+	if bl.dirty {
+		s.Ranges = bl.dranges.appendTo(s.Ranges, b.pageSize)
+	}
+	return s, b.segs[bl.tier].seg.ReadAt(buf[:b.pageSize], bl.off)
 }
 
 // MarkClean clears the dirty bit of page i if its version is still
@@ -223,6 +257,7 @@ func (b *Bucket) MarkDirty(i int64) {
 	defer b.mu.Unlock()
 	if bl := b.pages[i]; bl != nil {
 		b.setDirtyLocked(bl, true)
+		bl.dranges.add(0, b.pageSize)
 	}
 }
 
@@ -315,7 +350,7 @@ func (b *Bucket) Truncate(size int64) error {
 
 // zeroLocked zeroes n bytes at off of page bl and marks it dirty.
 func (b *Bucket) zeroLocked(bl *blob, off, n int64, now int64) error {
-	b.wroteLocked(bl, now)
+	b.wroteRangeLocked(bl, Range{off, off + n}, now)
 	return b.segs[bl.tier].seg.Punch(bl.off+off, n)
 }
 
