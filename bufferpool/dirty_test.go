@@ -4,6 +4,8 @@ import (
 	"math/rand"
 	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestDirtyRangesAdd(t *testing.T) {
@@ -157,4 +159,33 @@ func TestSnapshotDirtyRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	want(snap(), Range{0, ps})
+}
+
+// TestShimWriteDirtiesWholePage: the shim's fast path sets a page's
+// dirty bit and says no range, so a harvest makes the whole page dirty,
+// whatever ranges the pool's own writes had recorded.
+func TestShimWriteDirtiesWholePage(t *testing.T) {
+	const ps = 64 << 10
+	p := testPool(t, 4*ps, 16*ps)
+	b := mustBucket(t, p, "f", ps)
+	if _, err := b.WritePage(0, 10, []byte("pool"), nil); err != nil {
+		t.Fatal(err)
+	}
+	_, dfd, err := b.PageTable(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := unix.Mmap(dfd, 0, ps, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(seg)
+	if !shimWrite(b.pt, seg, 0, ps, 's') {
+		t.Fatal("shim write refused")
+	}
+	b.DirtyPages() // harvests
+	s, err := b.SnapshotDirty(0, make([]byte, ps), nil)
+	if err != nil || !s.Dirty || !slices.Equal(s.Ranges, []Range{{0, ps}}) {
+		t.Fatalf("after a shim write: %+v, %v; want the whole page dirty", s, err)
+	}
 }
