@@ -51,6 +51,34 @@ func (d *dirtyRanges) add(lo, hi int64) {
 	d.n = copy(d.r[:], out[:n])
 }
 
+// remove takes [lo, hi) out of the ranges (splitting one that holds it).
+func (d *dirtyRanges) remove(lo, hi int64) {
+	if lo >= hi {
+		return
+	}
+	var out [maxDirtyRanges + 1]Range
+	n := 0
+	for _, r := range d.r[:d.n] {
+		if r.Hi <= lo || hi <= r.Lo {
+			out[n] = r
+			n++
+			continue
+		}
+		if r.Lo < lo {
+			out[n] = Range{r.Lo, lo}
+			n++
+		}
+		if hi < r.Hi {
+			out[n] = Range{hi, r.Hi}
+			n++
+		}
+	}
+	if n > maxDirtyRanges {
+		n = mergeClosest(out[:n])
+	}
+	d.n = copy(d.r[:], out[:n])
+}
+
 // mergeClosest merges the two neighbours of rs with the smallest gap
 // between them and returns the new length.
 func mergeClosest(rs []Range) int {

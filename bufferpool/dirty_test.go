@@ -46,8 +46,40 @@ func TestDirtyRangesAdd(t *testing.T) {
 	}
 }
 
-// TestDirtyRangesModel adds random ranges to a page and to a byte map:
-// the ranges stay sorted, disjoint and apart, never more than
+func TestDirtyRangesRemove(t *testing.T) {
+	cases := []struct {
+		name         string
+		have         []Range
+		remove, want []Range
+	}{
+		{"all", []Range{{10, 20}}, []Range{{0, 30}}, nil},
+		{"exactly", []Range{{10, 20}}, []Range{{10, 20}}, nil},
+		{"head", []Range{{10, 20}}, []Range{{5, 15}}, []Range{{15, 20}}},
+		{"tail", []Range{{10, 20}}, []Range{{15, 25}}, []Range{{10, 15}}},
+		{"split", []Range{{10, 20}}, []Range{{12, 14}}, []Range{{10, 12}, {14, 20}}},
+		{"apart", []Range{{10, 20}}, []Range{{20, 30}, {0, 10}}, []Range{{10, 20}}},
+		{"across two", []Range{{10, 20}, {30, 40}}, []Range{{15, 35}}, []Range{{10, 15}, {35, 40}}},
+		{"split past four merges", []Range{{0, 10}, {20, 30}, {40, 50}, {60, 100}}, []Range{{70, 71}},
+			[]Range{{0, 10}, {20, 30}, {40, 50}, {60, 100}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var d dirtyRanges
+			for _, r := range tc.have {
+				d.add(r.Lo, r.Hi)
+			}
+			for _, r := range tc.remove {
+				d.remove(r.Lo, r.Hi)
+			}
+			if got := d.r[:d.n]; !slices.Equal(got, tc.want) {
+				t.Fatalf("ranges %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDirtyRangesModel adds and removes random ranges in a page and in a
+// byte map: the ranges stay sorted, disjoint and apart, never more than
 // maxDirtyRanges, always cover every byte written, and are exactly the
 // bytes written until the written bytes first form more runs than fit.
 func TestDirtyRangesModel(t *testing.T) {
@@ -60,9 +92,14 @@ func TestDirtyRangesModel(t *testing.T) {
 		for step := range 12 {
 			lo := rng.Int63n(size)
 			hi := min(size, lo+1+rng.Int63n(int64(1+rng.Intn(3))*16))
-			d.add(lo, hi)
+			add := rng.Intn(3) > 0
+			if add {
+				d.add(lo, hi)
+			} else {
+				d.remove(lo, hi)
+			}
 			for i := lo; i < hi; i++ {
-				model[i] = true
+				model[i] = add
 			}
 			if runs(model[:]) > maxDirtyRanges {
 				exact = false
@@ -159,6 +196,26 @@ func TestSnapshotDirtyRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	want(snap(), Range{0, ps})
+	// PunchRange zeroes without dirtying: the caller punched its copy.
+	if err := b.PunchRange(100, 50); err != nil {
+		t.Fatal(err)
+	}
+	s = snap()
+	want(s, Range{0, 100}, Range{150, ps})
+	if err := b.PunchRange(0, ps+100); err != nil {
+		t.Fatal(err)
+	}
+	if s2 := snap(); s2.Dirty || s2.Version == s.Version || len(b.DirtyPages()) != 0 {
+		t.Fatalf("after punching all that was dirty: %+v, dirty pages %v", s2, b.DirtyPages())
+	}
+	if _, err := b.WritePage(0, 10, []byte("y"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PunchRange(20, 8); err != nil {
+		t.Fatal(err)
+	}
+	want(snap(), Range{10, 11})
+	checkAccounting(t, p)
 }
 
 // TestShimWriteDirtiesWholePage: the shim's fast path sets a page's

@@ -356,7 +356,37 @@ func (b *Bucket) zeroLocked(bl *blob, off, n int64, now int64) error {
 
 // ZeroRange zeroes [off, off+n) of the resident pages covering it
 // (fallocate PUNCH/ZERO semantics for the file layer), marking them dirty.
-func (b *Bucket) ZeroRange(off, n int64) error {
+func (b *Bucket) ZeroRange(off, n int64) error { return b.zeroRange(off, n, b.zeroLocked) }
+
+// PunchRange zeroes [off, off+n) of the resident pages covering it, for a
+// caller that punched the same range in the copy it writes the pages back
+// to (the file layer, its backing file): the zeroed bytes leave the pages'
+// dirty ranges, so a write-back does not write zeros over that hole, and
+// a clean page stays clean. The pages get a new version all the same.
+func (b *Bucket) PunchRange(off, n int64) error { return b.zeroRange(off, n, b.punchLocked) }
+
+// punchLocked zeroes n bytes at off of page bl, taking them out of its
+// dirty ranges: a page left with none is clean (every byte of it is
+// what the caller's copy holds).
+func (b *Bucket) punchLocked(bl *blob, off, n int64, now int64) error {
+	bl.version++
+	if bl.dirty {
+		if bl.dranges.n == 0 { // dirty as a whole
+			bl.dranges.add(0, b.pageSize)
+		}
+		bl.dranges.remove(off, off+n)
+		if bl.dranges.n == 0 {
+			b.setDirtyLocked(bl, false)
+		}
+	}
+	bl.touch(now, false)
+	b.jtouchLocked(bl)
+	return b.segs[bl.tier].seg.Punch(bl.off+off, n)
+}
+
+// zeroRange applies zero to the part of each resident page in
+// [off, off+n).
+func (b *Bucket) zeroRange(off, n int64, zero func(bl *blob, off, n, now int64) error) error {
 	if err := b.checkPage("zero range", 0, 0, 0); err != nil {
 		return err
 	}
@@ -374,15 +404,15 @@ func (b *Bucket) ZeroRange(off, n int64) error {
 	}
 	end := off + n
 	first, last := off/b.pageSize, (end-1)/b.pageSize
-	zero := func(i int64, bl *blob) error {
+	zeroPage := func(i int64, bl *blob) error {
 		ps := i * b.pageSize
 		lo, hi := max(off, ps)-ps, min(end, ps+b.pageSize)-ps
-		return b.zeroLocked(bl, lo, hi-lo, now)
+		return zero(bl, lo, hi-lo, now)
 	}
 	if last-first+1 > int64(len(b.pages)) {
 		for i, bl := range b.pages {
 			if i >= first && i <= last {
-				if err := zero(i, bl); err != nil {
+				if err := zeroPage(i, bl); err != nil {
 					return err
 				}
 			}
@@ -391,7 +421,7 @@ func (b *Bucket) ZeroRange(off, n int64) error {
 	}
 	for i := first; i <= last; i++ {
 		if bl := b.pages[i]; bl != nil {
-			if err := zero(i, bl); err != nil {
+			if err := zeroPage(i, bl); err != nil {
 				return err
 			}
 		}
