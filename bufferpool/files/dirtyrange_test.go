@@ -2,6 +2,7 @@ package files
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -212,5 +213,53 @@ func TestFailedWriteBackKeepsRanges(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPunchHoleStaysHole: fallocate(PUNCH_HOLE) of a file's middle
+// stays a hole on the backing store through the next write-back, whether
+// the punched bytes were written back before (clean) or not yet (dirty);
+// the write-back wrote zeros over it.
+func TestPunchHoleStaysHole(t *testing.T) {
+	const p = testPage
+	for _, mode := range []Mode{Writeback, Writethrough} {
+		for _, synced := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/synced=%v", mode, synced), func(t *testing.T) {
+				fs := newTestFS(t, mode, 64*testPage, 64*testPage, nil)
+				h := mustOpen(t, fs, "p", os.O_RDWR|os.O_CREATE)
+				defer h.Release()
+				rng := rand.New(rand.NewSource(3))
+				model := writeModel(t, h, rng, nil, pw{0, 4 * p})
+				if synced {
+					if err := h.Fsync(false); err != nil {
+						t.Fatal(err)
+					}
+				}
+				const punch = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
+				if err := h.Allocate(p, 2*p, punch); err != nil {
+					t.Fatal(err)
+				}
+				clear(model[p : 3*p])
+				model = writeModel(t, h, rng, model, pw{2*p + 100, 10}) // a write into the hole
+				if err := h.Fsync(false); err != nil {
+					t.Fatal(err)
+				}
+				name := filepath.Join(fs.backing, "p")
+				if got, err := os.ReadFile(name); err != nil || !bytes.Equal(got, model) {
+					t.Fatalf("backing file differs from the model (%v)", err)
+				}
+				fd, err := unix.Open(name, unix.O_RDONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer unix.Close(fd)
+				hole, herr := unix.Seek(fd, 0, unix.SEEK_HOLE)
+				data, derr := unix.Seek(fd, p, unix.SEEK_DATA)
+				if herr != nil || derr != nil || hole != p || data != (2*p+100)&^4095 {
+					t.Fatalf("SEEK_HOLE from 0 = %d (%v), SEEK_DATA from %d = %d (%v): want %d and %d",
+						hole, herr, p, data, derr, p, (2*p+100)&^4095)
+				}
+			})
+		}
 	}
 }

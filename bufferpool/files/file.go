@@ -483,18 +483,11 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 	defer f.backingMu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	switch {
-	case mode == 0 || mode == unix.FALLOC_FL_KEEP_SIZE:
-	case mode == punch, mode&^unix.FALLOC_FL_KEEP_SIZE == unix.FALLOC_FL_ZERO_RANGE:
-		end := min(off+n, f.size.Load())
-		if end > off {
-			if err := f.bucket.ZeroRange(off, end-off); err != nil {
-				return err
-			}
-		}
-	default:
+	zero := mode == punch || mode&^unix.FALLOC_FL_KEEP_SIZE == unix.FALLOC_FL_ZERO_RANGE
+	if !zero && mode != 0 && mode != unix.FALLOC_FL_KEEP_SIZE {
 		return unix.EOPNOTSUPP
 	}
+	// The backing file first: if it refuses, the pool is unchanged.
 	if !f.fs.scratch {
 		if err := unix.Fallocate(int(f.backing.Fd()), mode, off, n); err != nil {
 			return err
@@ -505,6 +498,11 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 		}
 		f.noteSeenLocked()
 	}
+	if zero {
+		if err := f.zeroRangeLocked(off, n); err != nil {
+			return err
+		}
+	}
 	if !keep {
 		growTo(&f.size, off+n)
 		f.shareSize()
@@ -512,6 +510,22 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 	f.touch()
 	f.schedule()
 	return nil
+}
+
+// zeroRangeLocked zeroes [off, off+n) of the pool's pages (up to the
+// size), after the backing file got the same fallocate: the zeroed bytes
+// are not dirty, so the write-back does not write zeros over the hole it
+// punched. In scratch mode they are (there is no backing copy). Called
+// with backingMu and mu held.
+func (f *file) zeroRangeLocked(off, n int64) error {
+	end := min(off+n, f.size.Load())
+	if end <= off {
+		return nil
+	}
+	if f.fs.scratch {
+		return f.bucket.ZeroRange(off, end-off)
+	}
+	return f.bucket.PunchRange(off, end-off)
 }
 
 // syncMode says how far a write-back goes before it marks pages clean.
