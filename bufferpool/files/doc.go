@@ -52,7 +52,9 @@
 // a hole too. Shim fast-path writes set only a page's dirty bit: the
 // harvest makes such a page dirty as a whole (up to the size). The
 // ranges are cleared with the dirty bit, so a failed write-back keeps
-// them for the next attempt.
+// them for the next attempt. Fallocate punches (or zeroes) the backing
+// file first and then the pool's pages, taking those bytes out of the
+// ranges: the write-back never writes zeros over a hole it punched.
 //
 // A page is clean (evictable) only once the backing store has it: the
 // background write-back writes a file's dirty pages, its size and mtime,
