@@ -27,7 +27,8 @@ type blob struct {
 	size    int64  // logical bytes
 	alloc   int64  // bytes reserved in the tier (size rounded up to 4 KiB)
 	dirty   bool
-	busy    bool // being resized: never an eviction victim
+	dranges dirtyRanges // page buckets: what is dirty of a dirty page
+	busy    bool        // being resized: never an eviction victim
 	version uint64
 
 	// score and readScore are decayed access and read counts as of
@@ -272,6 +273,9 @@ func (b *Bucket) setDirtyLocked(bl *blob, dirty bool) {
 		return
 	}
 	bl.dirty = dirty
+	if !dirty {
+		bl.dranges.reset()
+	}
 	d := bl.size
 	if dirty {
 		b.ndirty++

@@ -130,19 +130,26 @@ func (b *Bucket) WritePage(i, off int64, data []byte, fill Filler) (version uint
 			return 0, err
 		}
 		if page != nil {
-			return b.wroteLocked(bl, now), nil
+			return b.wroteRangeLocked(bl, Range{off, off + int64(len(data))}, now), nil
 		}
 	}
 	if err := b.segs[bl.tier].seg.WriteAt(data, bl.off+off); err != nil {
 		return bl.version, fmt.Errorf("write page %d of bucket %s: %w", i, b.Name(), err)
 	}
-	return b.wroteLocked(bl, now), nil
+	return b.wroteRangeLocked(bl, Range{off, off + int64(len(data))}, now), nil
 }
 
-// wroteLocked records a write of bl.
+// wroteLocked records a write of bl that says no range (shim writes
+// found by a harvest, named blobs): the whole page is dirty.
 func (b *Bucket) wroteLocked(bl *blob, now int64) uint64 {
+	return b.wroteRangeLocked(bl, Range{0, b.pageSize}, now)
+}
+
+// wroteRangeLocked records a write of the bytes r of bl.
+func (b *Bucket) wroteRangeLocked(bl *blob, r Range, now int64) uint64 {
 	bl.version++
 	b.setDirtyLocked(bl, true)
+	bl.dranges.add(r.Lo, r.Hi)
 	bl.touch(now, false)
 	b.jtouchLocked(bl)
 	return bl.version
@@ -175,6 +182,9 @@ func (b *Bucket) PutPage(i int64, data []byte, dirty bool) error {
 	}
 	bl.version++
 	b.setDirtyLocked(bl, dirty)
+	if dirty {
+		bl.dranges.add(0, b.pageSize)
+	}
 	bl.touch(now, false)
 	b.jtouchLocked(bl)
 	return nil
@@ -183,24 +193,48 @@ func (b *Bucket) PutPage(i int64, data []byte, dirty bool) error {
 // SnapshotPage copies a resident page into buf (PageSize bytes) and returns
 // its version and dirty bit; found=false if absent.
 func (b *Bucket) SnapshotPage(i int64, buf []byte) (version uint64, dirty, found bool, err error) {
+	s, err := b.SnapshotDirty(i, buf, nil)
+	return s.Version, s.Dirty, s.Found, err
+}
+
+// PageSnapshot is the state of a page when SnapshotDirty copied it.
+type PageSnapshot struct {
+	Version uint64
+	Dirty   bool
+	Found   bool // resident
+	// Ranges are the bytes of a dirty page written since it was last
+	// clean, sorted and disjoint: the whole page for writes that said no
+	// range (shim writes, PutPage, MarkDirty). Write-back writes only
+	// these, so bytes never written (a hole) stay a hole.
+	Ranges []Range
+}
+
+// SnapshotDirty copies a resident page into buf (PageSize bytes) and
+// returns its state, the dirty ranges appended to rs (reused, like
+// append). Ranges and bytes are taken together under the bucket lock.
+func (b *Bucket) SnapshotDirty(i int64, buf []byte, rs []Range) (PageSnapshot, error) {
+	s := PageSnapshot{Ranges: rs}
 	if err := b.checkPage("snapshot page", i, 0, 0); err != nil {
-		return 0, false, false, err
+		return s, err
 	}
 	if int64(len(buf)) < b.pageSize {
-		return 0, false, false, fmt.Errorf("snapshot page %d of bucket %s: buffer %d < page size %d: %w",
+		return s, fmt.Errorf("snapshot page %d of bucket %s: buffer %d < page size %d: %w",
 			i, b.Name(), len(buf), b.pageSize, ErrInvalid)
 	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if err := b.checkLocked(); err != nil {
-		return 0, false, false, err
+		return s, err
 	}
 	bl := b.pages[i]
 	if bl == nil {
-		return 0, false, false, nil
+		return s, nil
 	}
-	err = b.segs[bl.tier].seg.ReadAt(buf[:b.pageSize], bl.off)
-	return bl.version, bl.dirty, true, err
+	s.Version, s.Dirty, s.Found = bl.version, bl.dirty, true
+	if bl.dirty {
+		s.Ranges = bl.dranges.appendTo(s.Ranges, b.pageSize)
+	}
+	return s, b.segs[bl.tier].seg.ReadAt(buf[:b.pageSize], bl.off)
 }
 
 // MarkClean clears the dirty bit of page i if its version is still
@@ -223,6 +257,7 @@ func (b *Bucket) MarkDirty(i int64) {
 	defer b.mu.Unlock()
 	if bl := b.pages[i]; bl != nil {
 		b.setDirtyLocked(bl, true)
+		bl.dranges.add(0, b.pageSize)
 	}
 }
 
@@ -315,13 +350,43 @@ func (b *Bucket) Truncate(size int64) error {
 
 // zeroLocked zeroes n bytes at off of page bl and marks it dirty.
 func (b *Bucket) zeroLocked(bl *blob, off, n int64, now int64) error {
-	b.wroteLocked(bl, now)
+	b.wroteRangeLocked(bl, Range{off, off + n}, now)
 	return b.segs[bl.tier].seg.Punch(bl.off+off, n)
 }
 
 // ZeroRange zeroes [off, off+n) of the resident pages covering it
 // (fallocate PUNCH/ZERO semantics for the file layer), marking them dirty.
-func (b *Bucket) ZeroRange(off, n int64) error {
+func (b *Bucket) ZeroRange(off, n int64) error { return b.zeroRange(off, n, b.zeroLocked) }
+
+// PunchRange zeroes [off, off+n) of the resident pages covering it, for a
+// caller that punched the same range in the copy it writes the pages back
+// to (the file layer, its backing file): the zeroed bytes leave the pages'
+// dirty ranges, so a write-back does not write zeros over that hole, and
+// a clean page stays clean. The pages get a new version all the same.
+func (b *Bucket) PunchRange(off, n int64) error { return b.zeroRange(off, n, b.punchLocked) }
+
+// punchLocked zeroes n bytes at off of page bl, taking them out of its
+// dirty ranges: a page left with none is clean (every byte of it is
+// what the caller's copy holds).
+func (b *Bucket) punchLocked(bl *blob, off, n int64, now int64) error {
+	bl.version++
+	if bl.dirty {
+		if bl.dranges.n == 0 { // dirty as a whole
+			bl.dranges.add(0, b.pageSize)
+		}
+		bl.dranges.remove(off, off+n)
+		if bl.dranges.n == 0 {
+			b.setDirtyLocked(bl, false)
+		}
+	}
+	bl.touch(now, false)
+	b.jtouchLocked(bl)
+	return b.segs[bl.tier].seg.Punch(bl.off+off, n)
+}
+
+// zeroRange applies zero to the part of each resident page in
+// [off, off+n).
+func (b *Bucket) zeroRange(off, n int64, zero func(bl *blob, off, n, now int64) error) error {
 	if err := b.checkPage("zero range", 0, 0, 0); err != nil {
 		return err
 	}
@@ -339,15 +404,15 @@ func (b *Bucket) ZeroRange(off, n int64) error {
 	}
 	end := off + n
 	first, last := off/b.pageSize, (end-1)/b.pageSize
-	zero := func(i int64, bl *blob) error {
+	zeroPage := func(i int64, bl *blob) error {
 		ps := i * b.pageSize
 		lo, hi := max(off, ps)-ps, min(end, ps+b.pageSize)-ps
-		return b.zeroLocked(bl, lo, hi-lo, now)
+		return zero(bl, lo, hi-lo, now)
 	}
 	if last-first+1 > int64(len(b.pages)) {
 		for i, bl := range b.pages {
 			if i >= first && i <= last {
-				if err := zero(i, bl); err != nil {
+				if err := zeroPage(i, bl); err != nil {
 					return err
 				}
 			}
@@ -356,7 +421,7 @@ func (b *Bucket) ZeroRange(off, n int64) error {
 	}
 	for i := first; i <= last; i++ {
 		if bl := b.pages[i]; bl != nil {
-			if err := zero(i, bl); err != nil {
+			if err := zeroPage(i, bl); err != nil {
 				return err
 			}
 		}

@@ -42,6 +42,20 @@
 // back by the next FS on the same pool directories before it serves
 // (replay.go); what was only in RAM is lost.
 //
+// Write-back writes the dirty byte ranges of a page, not the page: the
+// pool remembers up to four ranges per page (bufferpool.PageSnapshot),
+// merged where they overlap or touch, the closest two merged past that.
+// A stream of small writes then writes each byte to the backing store
+// once (writethrough included), and a page written only in part over a
+// hole (a new page, a write far past EOF) leaves the rest a hole on the
+// backing file; the gap up to a write past EOF is extended by ftruncate,
+// a hole too. Shim fast-path writes set only a page's dirty bit: the
+// harvest makes such a page dirty as a whole (up to the size). The
+// ranges are cleared with the dirty bit, so a failed write-back keeps
+// them for the next attempt. Fallocate punches (or zeroes) the backing
+// file first and then the pool's pages, taking those bytes out of the
+// ranges: the write-back never writes zeros over a hole it punched.
+//
 // A page is clean (evictable) only once the backing store has it: the
 // background write-back writes a file's dirty pages, its size and mtime,
 // fdatasyncs the backing file, and only then marks the pages clean.

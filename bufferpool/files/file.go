@@ -483,18 +483,11 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 	defer f.backingMu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	switch {
-	case mode == 0 || mode == unix.FALLOC_FL_KEEP_SIZE:
-	case mode == punch, mode&^unix.FALLOC_FL_KEEP_SIZE == unix.FALLOC_FL_ZERO_RANGE:
-		end := min(off+n, f.size.Load())
-		if end > off {
-			if err := f.bucket.ZeroRange(off, end-off); err != nil {
-				return err
-			}
-		}
-	default:
+	zero := mode == punch || mode&^unix.FALLOC_FL_KEEP_SIZE == unix.FALLOC_FL_ZERO_RANGE
+	if !zero && mode != 0 && mode != unix.FALLOC_FL_KEEP_SIZE {
 		return unix.EOPNOTSUPP
 	}
+	// The backing file first: if it refuses, the pool is unchanged.
 	if !f.fs.scratch {
 		if err := unix.Fallocate(int(f.backing.Fd()), mode, off, n); err != nil {
 			return err
@@ -505,6 +498,11 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 		}
 		f.noteSeenLocked()
 	}
+	if zero {
+		if err := f.zeroRangeLocked(off, n); err != nil {
+			return err
+		}
+	}
 	if !keep {
 		growTo(&f.size, off+n)
 		f.shareSize()
@@ -512,6 +510,22 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 	f.touch()
 	f.schedule()
 	return nil
+}
+
+// zeroRangeLocked zeroes [off, off+n) of the pool's pages (up to the
+// size), after the backing file got the same fallocate: the zeroed bytes
+// are not dirty, so the write-back does not write zeros over the hole it
+// punched. In scratch mode they are (there is no backing copy). Called
+// with backingMu and mu held.
+func (f *file) zeroRangeLocked(off, n int64) error {
+	end := min(off+n, f.size.Load())
+	if end <= off {
+		return nil
+	}
+	if f.fs.scratch {
+		return f.bucket.ZeroRange(off, end-off)
+	}
+	return f.bucket.PunchRange(off, end-off)
 }
 
 // syncMode says how far a write-back goes before it marks pages clean.
@@ -700,8 +714,9 @@ func (f *file) writePagesLocked(pages []int64) (done []written, err error) {
 	bp := f.fs.getPage()
 	defer f.fs.putPage(bp)
 	done = make([]written, 0, len(pages))
+	rs := make([]bufferpool.Range, 0, 4) // a page's ranges, reused
 	for _, i := range pages {
-		w, ok, err := f.writePageLocked(i, *bp)
+		w, ok, err := f.writePageLocked(i, *bp, rs[:0])
 		if err != nil {
 			return nil, err
 		}
@@ -712,37 +727,51 @@ func (f *file) writePagesLocked(pages []int64) (done []written, err error) {
 	return done, nil
 }
 
-// writePageLocked writes dirty page i to the backing file (through buf);
-// ok is false when the page is gone or clean. Called with backingMu held.
-func (f *file) writePageLocked(i int64, buf []byte) (w written, ok bool, err error) {
-	ps := f.fs.ps
+// writePageLocked writes the dirty ranges of page i to the backing file
+// (through buf, rs the room for the ranges); ok is false when the page is
+// gone or clean. Only the ranges go: a page written in part over a hole
+// (a new page, a write past EOF) leaves the rest a hole on the backing
+// file, and a stream of small writes writes each byte once. Called with
+// backingMu held.
+func (f *file) writePageLocked(i int64, buf []byte, rs []bufferpool.Range) (w written, ok bool, err error) {
 	// Snapshot under f.mu exclusively: a writer grows the size just
 	// after it dirties a page, and a stale size would cut the page.
 	f.mu.Lock()
-	ver, dirty, found, err := f.bucket.SnapshotPage(i, buf)
+	s, err := f.bucket.SnapshotDirty(i, buf, rs)
 	size := f.size.Load()
 	f.mu.Unlock()
 	if err != nil {
 		return w, false, fmt.Errorf("write back page %d: %w", i, err)
 	}
-	if !found || !dirty {
+	if !s.Found || !s.Dirty {
 		return w, false, nil
 	}
-	w = written{i, ver}
-	start := i * ps
-	if start >= size {
-		// Past the end (truncated, and the backing file with it):
-		// nothing to write, clean once the pass succeeds.
-		return w, true, nil
+	start := i * f.fs.ps
+	// Bytes past the end (truncated, and the backing file with it) are
+	// not written: such a page is clean once the pass succeeds.
+	valid := max(0, min(f.fs.ps, size-start))
+	for _, r := range s.Ranges {
+		if err := f.writeRangeLocked(buf, start, r.Lo, min(r.Hi, valid)); err != nil {
+			return w, false, fmt.Errorf("write back page %d: %w", i, err)
+		}
 	}
-	n := min(ps, size-start)
-	f.fs.limiter.wait(n)
-	if _, err := f.fs.store.WriteAt(f.backing, buf[:n], start); err != nil {
-		return w, false, fmt.Errorf("write back page %d: %w", i, err)
+	return written{i, s.Version}, true, nil
+}
+
+// writeRangeLocked writes buf[lo:hi], the bytes of the page at start, to
+// the backing file; nothing if the range is empty. Called with backingMu
+// held.
+func (f *file) writeRangeLocked(buf []byte, start, lo, hi int64) error {
+	if lo >= hi {
+		return nil
 	}
-	growTo(&f.backingSize, start+n)
-	f.fs.stats.flushed.Add(uint64(n))
-	return w, true, nil
+	f.fs.limiter.wait(hi - lo)
+	if _, err := f.fs.store.WriteAt(f.backing, buf[lo:hi], start+lo); err != nil {
+		return err
+	}
+	growTo(&f.backingSize, start+hi)
+	f.fs.stats.flushed.Add(uint64(hi - lo))
+	return nil
 }
 
 // writeSizeLocked extends the backing file to the file's size. Called
