@@ -129,7 +129,10 @@ func (b *Bucket) Stat(blob string) (BlobInfo, error) {
 	err := b.reply(cte.MStat, b.args(blob).Bytes(), 64<<10, func(r *runtime.ArgReader) {
 		info = cte.ReadInfo(r)
 	})
-	return info, err
+	if err != nil {
+		return BlobInfo{}, err
+	}
+	return info, nil
 }
 
 // List describes every blob of the bucket.
@@ -137,13 +140,21 @@ func (b *Bucket) List() ([]BlobInfo, error) {
 	w := runtime.NewArgWriter(nil)
 	cte.WriteRef(w, b.handle, b.name)
 	var out []BlobInfo
-	err := b.reply(cte.MList, w.Bytes(), 1<<20, func(r *runtime.ArgReader) {
-		n := r.U32()
-		for i := uint32(0); i < n && r.Err() == nil; i++ {
-			out = append(out, cte.ReadInfo(r))
-		}
-	})
-	return out, err
+	err := b.reply(cte.MList, w.Bytes(), 1<<20, func(r *runtime.ArgReader) { out = readList(r) })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readList decodes the reply of cte.list (check r.Err).
+func readList(r *runtime.ArgReader) []BlobInfo {
+	n := r.U32()
+	var out []BlobInfo
+	for i := uint32(0); i < n && r.Err() == nil; i++ {
+		out = append(out, cte.ReadInfo(r))
+	}
+	return out
 }
 
 // reply runs a method whose answer is an encoded message, growing the

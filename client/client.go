@@ -254,13 +254,21 @@ func (c *Client) Buckets() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := runtime.NewArgReader(out)
+	return decodeBuckets(out)
+}
+
+// decodeBuckets decodes the reply of cte.buckets.
+func decodeBuckets(b []byte) ([]string, error) {
+	r := runtime.NewArgReader(b)
 	n := r.U32()
 	names := make([]string, 0, min(n, 1<<16))
 	for i := uint32(0); i < n && r.Err() == nil; i++ {
 		names = append(names, r.String(cte.MaxName))
 	}
-	return names, r.Done()
+	if err := r.Done(); err != nil {
+		return nil, err
+	}
+	return names, nil
 }
 
 // DeleteBucket drops a bucket and its blobs.

@@ -17,6 +17,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/iowarp/iowarp/bufferpool"
+	"github.com/iowarp/iowarp/internal/leakcheck"
 	"github.com/iowarp/iowarp/runtime"
 	"github.com/iowarp/iowarp/runtime/ipc"
 	"github.com/iowarp/iowarp/runtime/modules/cte"
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(childEnv); role != "" {
 		os.Exit(childMain(role, os.Getenv(socketEnv)))
 	}
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Run(m.Run))
 }
 
 func quietLog() *logrus.Logger {

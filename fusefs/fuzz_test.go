@@ -121,3 +121,29 @@ func FuzzGrant(f *testing.F) {
 		}
 	})
 }
+
+// FuzzShimHandle: the shim's misses name their open by grant and token
+// in ipc arguments (the fs module's pread/pwrite). With no open
+// registered nothing resolves; a token of the wrong length or value is
+// EPERM, a valid one for no open ESTALE.
+func FuzzShimHandle(f *testing.F) {
+	tok := CapToken(11, 100, 1000, syscall.O_RDWR)
+	f.Add(uint64(5), uint64(11), uint32(100), uint32(1000), uint32(syscall.O_RDWR), tok[:], true)
+	f.Add(uint64(5), uint64(11), uint32(100), uint32(1000), uint32(syscall.O_RDWR), tok[:31], false)
+	f.Add(uint64(0), uint64(0), uint32(0), uint32(0), uint32(0), []byte{}, false)
+	f.Fuzz(func(t *testing.T, grant, ino uint64, pid, uid, acc uint32, token []byte, write bool) {
+		h, err := ShimHandle(grant, ino, pid, uid, acc, token, write)
+		if h != nil || err == nil {
+			t.Fatalf("resolved a handle (%v) with no open registered", err)
+		}
+		want := CapToken(ino, pid, uid, acc)
+		switch {
+		case !bytes.Equal(token, want[:]):
+			if err != syscall.EPERM {
+				t.Fatalf("wrong token: %v, want EPERM", err)
+			}
+		case err != syscall.ESTALE:
+			t.Fatalf("valid token for no open: %v, want ESTALE", err)
+		}
+	})
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/internal/leakcheck"
 	"github.com/iowarp/iowarp/posixtest"
 )
 
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) {
 	// in a page fault on a mapped file (mmap cases) holds its P, so leave
 	// enough Ps for the FUSE server (go-fuse's "known deadlocks" #3).
 	runtime.GOMAXPROCS(max(8, runtime.GOMAXPROCS(0)))
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Run(m.Run))
 }
 
 var modes = []files.Mode{files.Writeback, files.Writethrough, files.Scratch}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/internal/leakcheck"
 )
 
 var (
@@ -32,11 +33,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
+	os.Exit(leakcheck.Run(func() int {
+		code := m.Run()
+		if buildDir != "" {
+			os.RemoveAll(buildDir)
+		}
+		return code
+	}))
 }
 
 // requireMount skips unless this process can mount FUSE file systems.

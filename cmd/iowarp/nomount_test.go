@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iowarp/iowarp/internal/leakcheck"
 	"github.com/iowarp/iowarp/runtime/ipc"
 )
 
@@ -20,7 +21,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(cliEnv) == "1" {
 		os.Exit(run(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Run(m.Run))
 }
 
 // iowarp runs the CLI (this test binary) with args.

@@ -15,12 +15,15 @@ import (
 
 	"github.com/iowarp/iowarp/formats/internal/fixture"
 	"github.com/iowarp/iowarp/formats/omni"
+	"github.com/iowarp/iowarp/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	fixture.Cleanup()
-	os.Exit(code)
+	os.Exit(leakcheck.Run(func() int {
+		code := m.Run()
+		fixture.Cleanup()
+		return code
+	}))
 }
 
 // Test-only drivers, present in the helper processes too (they are this

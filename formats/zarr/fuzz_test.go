@@ -9,21 +9,22 @@ import (
 )
 
 // FuzzOpen: a Zarr store is metadata anyone with write access to the
-// backing directory wrote. The input is one array's .zarray and .zattrs
-// and one chunk, written under the keys of chunk 0 in 1 to 3 dimensions.
+// backing directory wrote. The input is one array's .zarray and .zattrs,
+// one chunk, written under the keys of chunk 0 in 1 to 3 dimensions, and
+// the omni.json manifest (none if empty).
 // No panic; an error returns no store; an opened store's dataset is
 // valid, and reading each small variable either fails or returns its
 // bytes.
 func FuzzOpen(f *testing.F) {
 	f.Add([]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<f8","compressor":null,"fill_value":"NaN","order":"C","filters":null}`),
-		[]byte(`{"_ARRAY_DIMENSIONS":["x"],"units":"days since 2000-01-01","scale":[1,2.5]}`), make([]byte, 16))
+		[]byte(`{"_ARRAY_DIMENSIONS":["x"],"units":"days since 2000-01-01","scale":[1,2.5]}`), make([]byte, 16), []byte(`{"omni":1,"schema":{"root":{"name":"","path":"/","variables":[{"name":"v","path":"/v","dtype":"f8","shape":[4],"dims":["t"]}]}}}`))
 	f.Add([]byte(`{"zarr_format":2,"shape":[2,3],"chunks":[1,3],"dtype":">i4","compressor":{"id":"zlib","level":1},"fill_value":0,"order":"C","filters":null,"dimension_separator":"."}`),
-		[]byte(`{"_ARRAY_DIMENSIONS":["y","x"]}`), []byte("x\x9cc`\xc0\x0e\x00\x00\x18\x00\x01"))
+		[]byte(`{"_ARRAY_DIMENSIONS":["y","x"]}`), []byte("x\x9cc`\xc0\x0e\x00\x00\x18\x00\x01"), []byte{})
 	f.Add([]byte(`{"zarr_format":2,"shape":[1],"chunks":[1],"dtype":"|S4","compressor":{"id":"zstd"},"fill_value":null,"order":"F","filters":[{"id":"delta"}]}`),
-		[]byte(`{"_ARRAY_DIMENSIONS":[1]}`), []byte{})
+		[]byte(`{"_ARRAY_DIMENSIONS":[1]}`), []byte{}, []byte(`{"schema":{"root":null}}`))
 	f.Add([]byte(`{"zarr_format":2,"shape":[1],"chunks":[1125899906842624],"dtype":"<u1","compressor":{"id":"gzip"},"fill_value":7,"order":"C","filters":null}`),
-		[]byte(`{"n":NaN}`), []byte("\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03c\x07\x00.zfL\x01\x00\x00\x00"))
-	f.Fuzz(func(t *testing.T, zarray, zattrs, chunk []byte) {
+		[]byte(`{"n":NaN}`), []byte("\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03c\x07\x00.zfL\x01\x00\x00\x00"), []byte{})
+	f.Fuzz(func(t *testing.T, zarray, zattrs, chunk, manifest []byte) {
 		dir := t.TempDir()
 		v := filepath.Join(dir, "v")
 		write(t, filepath.Join(dir, ".zgroup"), []byte(`{"zarr_format":2}`))
@@ -31,6 +32,9 @@ func FuzzOpen(f *testing.F) {
 		write(t, filepath.Join(v, ".zattrs"), zattrs)
 		for _, k := range []string{"0", "0.0", "0.0.0"} {
 			write(t, filepath.Join(v, k), chunk)
+		}
+		if len(manifest) > 0 {
+			write(t, filepath.Join(dir, Manifest), manifest)
 		}
 		s, err := Open(dir)
 		if err != nil {

@@ -13,7 +13,9 @@
 //
 // Not leaks: the fds the Go runtime opens once, lazily (the netpoller's
 // epoll and eventfd, pidfds of os/exec), which are ignored by their
-// anon_inode type; and fds that are closed a moment after the tests end
+// anon_inode type; go-fuse's process-wide splice pipes (its pool is
+// emptied before the check) and its /dev/null (opened in the warm-up);
+// and fds that are closed a moment after the tests end
 // (a server goroutine finishing its teardown): the check garbage-collects
 // (closing *os.File values nobody references) and polls for up to
 // settleTimeout before it reports what is still open.
@@ -29,6 +31,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hanwen/go-fuse/v2/splice"
 )
 
 // settleTimeout bounds the wait for fds closed asynchronously.
@@ -41,8 +45,15 @@ var runtimeFds = []string{"anon_inode:[eventpoll]", "anon_inode:[eventfd]", "ano
 // Run runs tests (m.Run, or a TestMain body that sets up and tears down
 // around it) and returns its exit code, or 1 if it leaked.
 func Run(tests func() int) int {
-	tmp, err := os.MkdirTemp("", "iowarp-test-")
+	// A short name: Unix socket paths under it must fit in 108 bytes.
+	tmp, err := os.MkdirTemp("", "iow")
 	if err != nil {
+		fmt.Fprintf(os.Stderr, "leakcheck: %v\n", err)
+		return 1
+	}
+	// Like /tmp: tests that run programs as another user need to reach
+	// their directories through it.
+	if err := os.Chmod(tmp, 0o1777); err != nil {
 		fmt.Fprintf(os.Stderr, "leakcheck: %v\n", err)
 		return 1
 	}
@@ -69,8 +80,8 @@ func restoreEnv(v string, ok bool) {
 	}
 }
 
-// warmUp makes the runtime open its netpoller now, so that its fds are in
-// the first snapshot.
+// warmUp makes the runtime open its netpoller, and go-fuse the /dev/null
+// it splices into, now, so that their fds are in the first snapshot.
 func warmUp() {
 	r, w, err := os.Pipe()
 	if err == nil {
@@ -78,6 +89,10 @@ func warmUp() {
 		r.Close()
 		w.Close()
 	}
+	if p, err := splice.Get(); err == nil {
+		splice.Done(p) // discards into go-fuse's /dev/null
+	}
+	splice.ClearSplicePool()
 }
 
 // settle returns the leaks left once fds closed asynchronously are
@@ -85,6 +100,7 @@ func warmUp() {
 func settle(before map[int]string, tmp string) []string {
 	deadline := time.Now().Add(settleTimeout)
 	for {
+		splice.ClearSplicePool() // pipes kept for the next FUSE reply
 		runtime.GC()
 		runtime.GC() // a finalizer queued by the first may free more
 		fds := newFds(before, openFds())

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iowarp/iowarp/internal/leakcheck"
 )
 
 // One build and one mount serve every test of the binary.
@@ -29,9 +31,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	teardown()
-	os.Exit(code)
+	os.Exit(leakcheck.Run(func() int {
+		code := m.Run()
+		teardown()
+		return code
+	}))
 }
 
 func goBin() string {

@@ -46,9 +46,23 @@ func FuzzReadStat(f *testing.F) {
 // and one read-write open of f, shared by the inputs of a process.
 var fuzzFS struct {
 	once sync.Once
+	pool *bufferpool.Pool
 	fs   *files.FS
 	h    *files.Handle
 	err  error
+}
+
+// closeFuzzFiles closes what fuzzFiles opened (TestMain).
+func closeFuzzFiles() {
+	if fuzzFS.h != nil {
+		fuzzFS.h.Release()
+	}
+	if fuzzFS.fs != nil {
+		fuzzFS.fs.Close()
+	}
+	if fuzzFS.pool != nil {
+		fuzzFS.pool.Close()
+	}
 }
 
 func fuzzFiles(t *testing.T) (*files.FS, *files.Handle) {
@@ -65,6 +79,7 @@ func fuzzFiles(t *testing.T) (*files.FS, *files.Handle) {
 			fuzzFS.err = err
 			return
 		}
+		fuzzFS.pool = pool
 		fuzzFS.fs, fuzzFS.err = files.New(pool, files.Options{Mode: files.Writethrough, Backing: dir})
 		if fuzzFS.err == nil {
 			fuzzFS.h, _, fuzzFS.err = fuzzFS.fs.Open("f", syscall.O_RDWR, 0, files.Cred{})

@@ -1,0 +1,18 @@
+package fs
+
+import (
+	"os"
+	"testing"
+
+	"github.com/iowarp/iowarp/internal/leakcheck"
+)
+
+// TestMain fails the package if its tests leak an fd or a FUSE mount;
+// the file system shared by fuzz inputs is closed first.
+func TestMain(m *testing.M) {
+	os.Exit(leakcheck.Run(func() int {
+		code := m.Run()
+		closeFuzzFiles()
+		return code
+	}))
+}
