@@ -134,9 +134,42 @@ func checkInode(fd int, t tagInfo) (*os.File, error) {
 
 // inNamespace reports whether the open file is under the backing
 // directory: a replay writes nowhere else, whatever a journal says.
-func (fs *FS) inNamespace(f *os.File) bool {
+//
+// The fd's own path says so, unless the file was opened by handle and its
+// dentry is disconnected (evicted since: the kernel then prints "/" or
+// "/name", a path that does not lead to the inode). A disconnected file
+// is taken if the tag's path still leads to it beneath the root, or, when
+// it was renamed since, if it is on the backing directory's file system:
+// the journal naming it is the daemon's own (bufferpool checks its owner
+// and mode before it replays anything), so this only guards against a
+// journal gone wrong, not a forged one.
+func (fs *FS) inNamespace(f *os.File, t tagInfo) bool {
+	root := strings.TrimSuffix(fs.rootPath, "/") + "/"
 	p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
-	return err == nil && strings.HasPrefix(p, strings.TrimSuffix(fs.rootPath, "/")+"/")
+	if err != nil {
+		return false
+	}
+	if strings.HasPrefix(p, root) {
+		return true
+	}
+	var open, st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &open) != nil {
+		return false
+	}
+	same := func(st *unix.Stat_t) bool { return st.Dev == open.Dev && st.Ino == open.Ino }
+	if unix.Lstat(p, &st) == nil && same(&st) {
+		return false // connected, and outside the root
+	}
+	if r, ok := strings.CutPrefix(t.path, root); ok {
+		if a, err := fs.resolve(r); err == nil {
+			err = unix.Fstatat(a.dir, a.name, &st, unix.AT_SYMLINK_NOFOLLOW)
+			a.close()
+			if err == nil && same(&st) {
+				return true
+			}
+		}
+	}
+	return unix.Fstat(fs.rootFd, &st) == nil && st.Dev == open.Dev
 }
 
 // replaySink writes one file's replayed pages to its backing file.
@@ -154,7 +187,7 @@ func (fs *FS) openReplay(rf *bufferpool.ReplayFile) (bufferpool.ReplaySink, erro
 	if err != nil {
 		return nil, err
 	}
-	if !fs.inNamespace(f) {
+	if !fs.inNamespace(f, t) {
 		f.Close()
 		return nil, fmt.Errorf("%s is outside the backing directory %s: %w", t.path, fs.rootPath, bufferpool.ErrNotFound)
 	}

@@ -101,6 +101,13 @@ func TestReplayAfterKill(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(backing, "sub/f")); bytes.Equal(got, replayPattern(10*testPage+1000, 1)) {
 		t.Fatal("sub/f was written back before the kill: the test proves nothing")
 	}
+	// Evict the dentries: files opened by handle are then disconnected
+	// (their fd's path is "/"), as after memory pressure on a node.
+	if os.Geteuid() == 0 {
+		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0); err != nil {
+			t.Logf("drop dentries: %v", err)
+		}
+	}
 	pool := replayPool(t, dir)
 	defer pool.Close()
 	fs, err := New(pool, Options{Backing: backing, PageSize: testPage})
