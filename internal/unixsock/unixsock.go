@@ -24,6 +24,10 @@ import (
 // The umask is process-wide for the instant of the bind: files created
 // concurrently by other goroutines get it too.
 func Listen(path, what string) (*net.UnixListener, error) {
+	if len(path) > maxPath {
+		return nil, fmt.Errorf("%s %s: %d bytes, more than a socket address holds (%d): use a shorter control_dir",
+			what, path, len(path), maxPath)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("%s directory: %w", what, err)
 	}
@@ -41,6 +45,10 @@ func Listen(path, what string) (*net.UnixListener, error) {
 	ln.SetUnlinkOnClose(true)
 	return ln, nil
 }
+
+// maxPath is the longest path a Unix socket address holds (sun_path is
+// 108 bytes with its NUL).
+const maxPath = 107
 
 // Accept returns the next connection on ln, or nil once ln is closed.
 // Other errors (EMFILE and friends) are retried after a short back-off.

@@ -73,9 +73,10 @@ func DefaultDir() string {
 }
 
 // SocketPath is the socket of the mount at mount (an absolute path; "" for
-// a daemon without a mount, named as "/" is) in dir ("" = DefaultDir()). The name keeps a readable tail of the path and
-// a hash of all of it, so it stays unique and under the 108-byte limit of
-// a socket address.
+// a daemon without a mount, named as "/" is) in dir ("" = DefaultDir()).
+// The name is a hash of the whole path behind as much of its tail (up to
+// 32 bytes) as the 108-byte limit of a socket address leaves room for, so
+// it stays unique and bindable however deep dir and mount are.
 func SocketPath(dir, mount string) string {
 	if dir == "" {
 		dir = DefaultDir()
@@ -89,11 +90,21 @@ func SocketPath(dir, mount string) string {
 	if tail == "" {
 		tail = "root"
 	}
-	if len(tail) > 32 {
-		tail = tail[len(tail)-32:]
+	id := hex.EncodeToString(sum[:6]) + ".sock"
+	// The tail gets what room the directory leaves in a socket address.
+	room := min(32, maxSocketPath-len(filepath.Join(dir, id))-1)
+	if len(tail) > room {
+		tail = strings.TrimLeft(tail[len(tail)-max(room, 0):], "-")
 	}
-	return filepath.Join(dir, tail+"-"+hex.EncodeToString(sum[:6])+".sock")
+	if tail == "" {
+		return filepath.Join(dir, id)
+	}
+	return filepath.Join(dir, tail+"-"+id)
 }
+
+// maxSocketPath is the longest path a Unix socket address holds (108
+// bytes of sun_path with its NUL).
+const maxSocketPath = 107
 
 // Handler answers one operation.
 type Handler func() (any, error)

@@ -29,6 +29,28 @@ func TestSocketPath(t *testing.T) {
 	if len(long) >= 108 {
 		t.Errorf("socket path of %d bytes exceeds sun_path: %s", len(long), long)
 	}
+	// A deep control directory (a test's temporary directory, a site's
+	// long scratch path) leaves the name less room, down to the hash.
+	for _, n := range []int{40, 70, 85, 89} {
+		dir := "/" + strings.Repeat("d", n-1)
+		p, q := SocketPath(dir, "/tmp/a/mnt"), SocketPath(dir, "/tmp/b/mnt")
+		if len(p) > 107 || p == q || !strings.HasPrefix(p, dir+"/") {
+			t.Errorf("dir of %d bytes: %s (%d bytes), %s", n, p, len(p), q)
+		}
+	}
+	// And binds there.
+	dir := t.TempDir()
+	for len(dir) < 85 {
+		dir = filepath.Join(dir, "deeper")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Listen(SocketPath(dir, "/"+strings.Repeat("m", 60)), nil)
+	if err != nil {
+		t.Fatalf("listen in a %d-byte directory: %v", len(dir), err)
+	}
+	l.Close()
 	if SocketPath("/d", "/") != SocketPath("/d", "/") || !strings.Contains(SocketPath("/d", "/"), "root-") {
 		t.Errorf("root mount: %s", SocketPath("/d", "/"))
 	}
