@@ -16,6 +16,8 @@
  * so a byte read from the wrong rank, offset or run is caught. A phase is
  * timed like IOR: from the first open to the last close across ranks
  * (MPI_Barrier before each phase); bandwidth = bytes of all ranks / that.
+ * Filling a transfer with the pattern and checking it (-W) happen inside
+ * the timed phase, as in IOR; both run on the 1 MiB buffer in cache.
  *
  * Output, one line per phase (parsed by scripts/bench.sh and the tests):
  *   ior op=write api=POSIX ranks=2 fpp=1 fsync=0 xfer=1048576
