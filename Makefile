@@ -83,9 +83,15 @@ test: deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 	GOMAXPROCS=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip 'TestPrograms/cp_-a' $(ONE_P_PKGS)
 
-## bench: fio on tmpfs and on the mount, same run; prints ratios.
-bench: deps build
-	$(SUDO) scripts/bench.sh
+## bench: IOR and mdtest patterns (bench/*.c, MPI), fio and a cold read, each on
+## tmpfs, the mount and the mount under the shim, same run; prints ratios.
+## QUICK=1 make bench: small sizes (scripts/bench.sh lists the knobs).
+bench: deps build bin/ior bin/mdtest
+	$(SUDO) $(if $(SUDO),-E) scripts/bench.sh
+
+bin/ior bin/mdtest: bin/%: bench/%.c
+	@mkdir -p bin
+	mpicc -O2 -Wall -o $@ $<
 
 ## lint: gofmt and go vet.
 lint: go-check
