@@ -1,0 +1,373 @@
+package files
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Read-ahead of cold pages.
+//
+// Each open handle watches its reads (readAhead.observe). A sequential
+// reader (each read starts at or just past where the last one ended, in
+// pages) and a strided one (the same positive distance between the last
+// three reads) get the pages it will want next staged in by a small pool
+// of background workers shared by the whole FS. The window starts at
+// raInitPages and doubles each time the reader reaches the second half of
+// what was staged ahead, up to Options.Readahead; a read that fits
+// neither pattern resets it, so a random reader stages nothing.
+//
+// A prefetch is an ordinary stage-in: the worker holds file.mu shared and
+// stages the page through bucket.ReadPage with the same Filler as a demand
+// miss, so it is serialized with writes, truncation and write-back exactly
+// as a miss is, and a page already resident (a dirty one included) is left
+// alone. A demand read of a page being prefetched waits on the bucket lock
+// for that stage-in and then hits; it never reads the page a second time.
+// Prefetched pages are clean.
+//
+// Bounds: at most prefetchWorkers stage-ins at once, and at most
+// 2×Options.Readahead bytes queued or in flight (more is dropped, not
+// waited for). A prefetch starts only while some tier has room for the
+// page without evicting anything and no writer waits for space: read-ahead
+// never pushes data out of the pool. (Another allocation racing for the
+// last room can still make it evict a clean page; dirty pages are never
+// evicted by anything.)
+
+// DefaultReadahead is Options.Readahead's default: the largest read-ahead
+// window of one open file.
+const DefaultReadahead = 32 << 20
+
+const (
+	raInitPages     = 2 // first window, in pages
+	prefetchWorkers = 4
+)
+
+// prefetcher is the FS's pool of read-ahead workers. Safe for concurrent
+// use.
+type prefetcher struct {
+	fs       *FS
+	maxPages int64 // largest window, in pages; 0: read-ahead is off
+	maxBytes int64 // bound on bytes queued or being staged
+
+	jobs     chan pfJob
+	inflight atomic.Int64  // bytes queued or being staged
+	queued   atomic.Uint64 // pages ever queued
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+type pfJob struct {
+	f *file
+	i int64
+}
+
+func newPrefetcher(fs *FS, readahead int64) *prefetcher {
+	p := &prefetcher{fs: fs, stop: make(chan struct{})}
+	if readahead <= 0 {
+		return p
+	}
+	p.maxPages = max(readahead/fs.ps, 1)
+	p.maxBytes = 2 * p.maxPages * fs.ps
+	p.jobs = make(chan pfJob, 2*p.maxPages)
+	for range prefetchWorkers {
+		p.wg.Add(1)
+		go p.run()
+	}
+	return p
+}
+
+// close stops the workers (jobs still queued are dropped) and waits for
+// the stage-ins in progress.
+func (p *prefetcher) close() {
+	close(p.stop)
+	p.wg.Wait()
+}
+
+func (p *prefetcher) run() {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case j := <-p.jobs:
+			j.f.prefetchPage(j.i)
+			p.inflight.Add(-p.fs.ps)
+		}
+	}
+}
+
+// enqueue queues page i of f unless it is resident, already queued, or
+// the bounds say no.
+func (p *prefetcher) enqueue(f *file, i int64) {
+	if f.bucket.HasPage(i) || !f.pf.queue(i) {
+		return
+	}
+	ps := p.fs.ps
+	if p.inflight.Add(ps) > p.maxBytes {
+		p.inflight.Add(-ps)
+		f.pf.forget(i)
+		return
+	}
+	select {
+	case p.jobs <- pfJob{f, i}:
+		p.queued.Add(1)
+	default:
+		p.inflight.Add(-ps)
+		f.pf.forget(i)
+	}
+}
+
+// roomFor reports whether some tier holds n more bytes without evicting,
+// and no writer waits for space.
+func (fs *FS) roomFor(n int64) bool {
+	if fs.spaceWaiters.Load() > 0 {
+		return false
+	}
+	for _, t := range fs.pool.Stats().Tiers {
+		limit := t.Capacity
+		if t.Ceiling > 0 && t.Ceiling < limit {
+			limit = t.Ceiling
+		}
+		if limit-t.Used >= n {
+			return true
+		}
+	}
+	return false
+}
+
+// prefetchPage stages page i in, as a demand miss would, if it is still
+// absent, inside the backing file, and the pool has room.
+func (f *file) prefetchPage(i int64) {
+	fs := f.fs
+	if f.bucket.HasPage(i) || !fs.roomFor(fs.ps) {
+		f.pf.forget(i)
+		return
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fill := f.stager(i)
+	if fill == nil || i*fs.ps >= f.size.Load() {
+		f.pf.forget(i)
+		return
+	}
+	found, err := f.bucket.ReadPage(i, 0, nil, fill)
+	if err != nil || found {
+		f.pf.forget(i)
+		return
+	}
+	fs.stats.prefetched.Add(1)
+	fs.stats.prefetchedBytes.Add(uint64(min(fs.ps, f.backingSize.Load()-i*fs.ps)))
+	f.pf.staged(i)
+}
+
+// Page states in pfState.
+const (
+	pfQueued = iota + 1 // queued or being staged in
+	pfStaged            // staged in, not read yet
+)
+
+// pfState is a file's read-ahead bookkeeping: the pages queued or
+// staged ahead and not read yet. Safe for concurrent use.
+type pfState struct {
+	n  atomic.Int64 // len(m): the hit path skips mu when 0
+	mu sync.Mutex
+	m  map[int64]int
+}
+
+// queue marks page i queued; false if it already is (or is staged).
+func (s *pfState) queue(i int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[int64]int)
+	}
+	if s.m[i] != 0 {
+		return false
+	}
+	s.m[i] = pfQueued
+	s.n.Store(int64(len(s.m)))
+	return true
+}
+
+// staged records that the prefetch of page i installed it (if a demand
+// read did not already take it).
+func (s *pfState) staged(i int64) {
+	s.mu.Lock()
+	if s.m[i] == pfQueued {
+		s.m[i] = pfStaged
+	}
+	s.mu.Unlock()
+}
+
+// forget drops page i without counting it.
+func (s *pfState) forget(i int64) { s.take(i) }
+
+// take removes page i and returns its state (0: none).
+func (s *pfState) take(i int64) int {
+	if s.n.Load() == 0 {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.m[i]
+	if st != 0 {
+		delete(s.m, i)
+		s.n.Store(int64(len(s.m)))
+	}
+	return st
+}
+
+// unread counts the pages staged ahead and never read, and forgets all.
+func (s *pfState) unread() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n uint64
+	for _, st := range s.m {
+		if st == pfStaged {
+			n++
+		}
+	}
+	s.m = nil
+	s.n.Store(0)
+	return n
+}
+
+// demandHit is called for every page a read found resident: a page the
+// read-ahead brought in (or is bringing in: the read waited for it)
+// counts as a prefetch hit.
+func (f *file) demandHit(i int64) {
+	if f.pf.take(i) != 0 {
+		f.fs.stats.prefetchHits.Add(1)
+	}
+}
+
+// demandMiss is called for every page a read had to stage in itself: a
+// page staged ahead and gone again was evicted unread.
+func (f *file) demandMiss(i int64) {
+	if f.pf.take(i) == pfStaged {
+		f.fs.stats.prefetchWasted.Add(1)
+	}
+}
+
+// prefetchDropped counts the pages staged ahead that go with the file
+// unread.
+func (f *file) prefetchDropped() {
+	if f.pf.n.Load() > 0 {
+		f.fs.stats.prefetchWasted.Add(f.pf.unread())
+	}
+}
+
+// readAhead is one open handle's access-pattern detector. Safe for
+// concurrent use.
+type readAhead struct {
+	mu      sync.Mutex
+	reads   int   // reads seen
+	lastOff int64 // start of the last read
+	lastEnd int64 // end of the last read
+	stride  int64 // distance between the starts of the last two reads
+	strided int   // consecutive reads at that stride
+	window  int64 // pages; 0: no pattern
+	next    int64 // first page (strided: offset) not issued yet
+	mark    int64 // first page (offset) of the last batch issued
+}
+
+// raPlan is what observe asks for: count targets from first, each step
+// bytes apart and span bytes long (step 0: count consecutive pages from
+// page first).
+type raPlan struct {
+	first, step, span int64
+	count             int64
+}
+
+// observe records a read of n bytes at off and returns what to stage
+// ahead (count 0: nothing).
+func (r *readAhead) observe(off int64, n int, ps, maxPages int64) raPlan {
+	if n <= 0 || maxPages == 0 {
+		return raPlan{}
+	}
+	end := off + int64(n)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev, prevOff := r.lastEnd, r.lastOff
+	first := r.reads == 0
+	r.reads++
+	r.lastOff, r.lastEnd = off, end
+	last := (end - 1) / ps
+	switch {
+	case (first && off == 0) || (!first && off >= prevOff && off/ps <= (prev-1)/ps+1 && off <= prev+ps):
+		r.strided = 0
+		return r.sequentialLocked(off/ps, last, maxPages)
+	case !first && off-prevOff == r.stride && r.stride > 0:
+		r.strided++
+		return r.stridedLocked(off, maxPages)
+	}
+	r.stride, r.strided, r.window, r.next, r.mark = 0, 0, 0, 0, 0
+	if !first {
+		r.stride, r.strided = off-prevOff, 1
+	}
+	return raPlan{}
+}
+
+// sequentialLocked: the read covered pages [p, last]. When the reader
+// reaches the first page of the last batch staged ahead (Linux's
+// readahead marker), the window doubles and the next batch is issued.
+func (r *readAhead) sequentialLocked(p, last, maxPages int64) raPlan {
+	switch {
+	case r.window == 0 || r.next < p:
+		r.window = min(raInitPages, maxPages)
+	case last >= r.mark:
+		r.window = min(2*r.window, maxPages)
+	default:
+		return raPlan{}
+	}
+	from := max(r.next, last+1)
+	to := last + 1 + r.window
+	r.next, r.mark = to, from
+	return raPlan{first: from, count: max(to-from, 0)}
+}
+
+// stridedLocked: the read at off is the third (or later) at a constant
+// stride; stage the window's next targets not issued yet, the same way
+// (next and mark are offsets here).
+func (r *readAhead) stridedLocked(off, maxPages int64) raPlan {
+	if r.strided < 2 {
+		return raPlan{}
+	}
+	switch {
+	case r.window == 0 || r.next <= off:
+		r.window = min(raInitPages, maxPages)
+	case off >= r.mark:
+		r.window = min(2*r.window, maxPages)
+	default:
+		return raPlan{}
+	}
+	from := max(r.next, off+r.stride)
+	to := off + r.stride*(r.window+1)
+	r.next, r.mark = to, from
+	return raPlan{first: from, step: r.stride, span: r.lastEnd - off, count: max((to-from)/r.stride, 0)}
+}
+
+// readAhead feeds a read of n bytes at off to the handle's detector and
+// queues what it asks for.
+func (h *Handle) readAhead(off int64, n int) {
+	f := h.f
+	p := f.fs.prefetch
+	plan := h.ra.observe(off, n, f.fs.ps, p.maxPages)
+	if plan.count == 0 {
+		return
+	}
+	ps := f.fs.ps
+	limit := f.backingSize.Load()
+	for k := range plan.count {
+		lo, hi := plan.first+k, plan.first+k
+		if plan.step != 0 {
+			at := plan.first + k*plan.step
+			lo, hi = at/ps, (at+plan.span-1)/ps
+		}
+		for i := lo; i <= hi; i++ {
+			if i*ps >= limit {
+				return
+			}
+			p.enqueue(f, i)
+		}
+	}
+}
