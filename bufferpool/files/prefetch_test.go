@@ -256,3 +256,17 @@ func TestReadAheadNeverEvictsForItself(t *testing.T) {
 		}
 	}
 }
+
+// TestReadAheadOff: Options.Readahead < 0 stages nothing ahead.
+func TestReadAheadOff(t *testing.T) {
+	fs := newTestFS(t, Writeback, 64*testPage, 64*testPage, func(o *Options) { o.Readahead = -1 })
+	data := backingFile(t, fs, "seq", 16)
+	h := mustOpen(t, fs, "seq", os.O_RDONLY)
+	defer h.Release()
+	if got := readAll(t, h); !bytes.Equal(got, data) {
+		t.Fatal("read differs from the backing file")
+	}
+	if q := fs.prefetch.queued.Load(); q != 0 || fs.Stats().PrefetchedPages != 0 {
+		t.Fatalf("read-ahead off: %d pages queued", q)
+	}
+}
