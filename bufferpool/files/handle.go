@@ -286,6 +286,10 @@ func (h *Handle) ReadPinned(off int64, n int) (fd int, fdOff int64, length int, 
 	if po+int64(n) > ps {
 		return -1, 0, 0, nil, false
 	}
+	// Before the pin: it holds the bucket's read lock, which the
+	// read-ahead must not take again (a stage-in waiting in between for
+	// the write lock would deadlock them).
+	h.readAhead(off, n)
 	fd, fdOff, release, ok = f.bucket.PinPage(i, po, n)
 	if !ok {
 		return -1, 0, 0, nil, false
@@ -293,6 +297,5 @@ func (h *Handle) ReadPinned(off int64, n int) (fd int, fdOff int64, length int, 
 	f.fs.stats.hits.Add(1)
 	f.fs.stats.bytesRead.Add(uint64(n))
 	f.demandHit(i)
-	h.readAhead(off, n)
 	return fd, fdOff, n, release, true
 }

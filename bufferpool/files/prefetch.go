@@ -287,6 +287,9 @@ func (r *readAhead) observe(off int64, n int, ps, maxPages int64) raPlan {
 	end := off + int64(n)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.reads > 0 && off == r.lastOff && end == r.lastEnd {
+		return raPlan{} // the same read again (ReadPinned missed, ReadAt serves it)
+	}
 	prev, prevOff := r.lastEnd, r.lastOff
 	first := r.reads == 0
 	r.reads++
@@ -347,7 +350,8 @@ func (r *readAhead) stridedLocked(off, maxPages int64) raPlan {
 }
 
 // readAhead feeds a read of n bytes at off to the handle's detector and
-// queues what it asks for.
+// queues what it asks for. Called with no lock of the file or its bucket
+// held (enqueue takes the bucket's read lock).
 func (h *Handle) readAhead(off int64, n int) {
 	f := h.f
 	p := f.fs.prefetch

@@ -81,6 +81,12 @@ func TestReadAheadDetector(t *testing.T) {
 			{10 * ps, 4096, raPlan{first: 16 * ps, step: 3 * ps, span: 4096, count: 3}},
 			{13 * ps, 4096, raPlan{}},
 		}},
+		{"a repeated read changes nothing", []read{
+			{ps, 4096, raPlan{}},
+			{4 * ps, 4096, raPlan{}},
+			{4 * ps, 4096, raPlan{}},
+			{7 * ps, 4096, raPlan{first: 10 * ps, step: 3 * ps, span: 4096, count: 2}},
+		}},
 		{"random resets a sequential window", []read{
 			{0, ps, raPlan{first: 1, count: 2}},
 			{40 * ps, 4096, raPlan{}},
@@ -268,5 +274,35 @@ func TestReadAheadOff(t *testing.T) {
 	}
 	if q := fs.prefetch.queued.Load(); q != 0 || fs.Stats().PrefetchedPages != 0 {
 		t.Fatalf("read-ahead off: %d pages queued", q)
+	}
+}
+
+// TestReadAheadWithPinnedReads reads a cold file the way the FUSE door
+// does (ReadPinned, else ReadAt; the pin released after the reply) while
+// the read-ahead stages the next pages in: a pinned read holds the
+// bucket's read lock, so the read-ahead must not take it again under it
+// (a stage-in waiting for the write lock in between deadlocked).
+func TestReadAheadWithPinnedReads(t *testing.T) {
+	fs := newTestFS(t, Writeback, 512*testPage, 512*testPage, nil)
+	const pages = 256
+	data := backingFile(t, fs, "pinned", pages)
+	h := mustOpen(t, fs, "pinned", os.O_RDONLY)
+	defer h.Release()
+	const chunk = 16 << 10
+	buf := make([]byte, chunk)
+	got := make([]byte, 0, len(data))
+	for off := int64(0); off < int64(len(data)); off += chunk {
+		if fd, fdOff, n, release, ok := h.ReadPinned(off, chunk); ok {
+			if _, err := unix.Pread(fd, buf[:n], fdOff); err != nil {
+				t.Fatal(err)
+			}
+			release()
+			got = append(got, buf[:n]...)
+			continue
+		}
+		got = append(got, readAt(t, h, off, chunk)...)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("read differs from the backing file")
 	}
 }
