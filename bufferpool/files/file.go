@@ -290,6 +290,9 @@ func (f *file) read(buf []byte, off int64) (int, error) {
 
 func (f *file) readPage(i, po int64, dst []byte) error {
 	found, err := f.bucket.ReadPage(i, po, dst, nil)
+	if err == nil && !found && f.pf.waitRead(i) {
+		found, err = f.bucket.ReadPage(i, po, dst, nil) // read ahead meanwhile
+	}
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package files
 
 import (
+	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 )
@@ -16,13 +18,13 @@ import (
 // what was staged ahead, up to Options.Readahead; a read that fits
 // neither pattern resets it, so a random reader stages nothing.
 //
-// A prefetch is an ordinary stage-in: the worker holds file.mu shared and
-// stages the page through bucket.ReadPage with the same Filler as a demand
-// miss, so it is serialized with writes, truncation and write-back exactly
-// as a miss is, and a page already resident (a dirty one included) is left
-// alone. A demand read of a page being prefetched waits on the bucket lock
-// for that stage-in and then hits; it never reads the page a second time.
-// Prefetched pages are clean.
+// A prefetch reads the backing file outside the pool's locks, holding
+// the file's backingMu, which every change of the backing file takes
+// (prefetchPage says why that keeps it from installing stale bytes), and
+// installs the page clean through bucket.ReadPage, which leaves a page
+// already resident (a dirty one included) alone. A demand read of a page
+// being read ahead waits for it (pfState.waitRead) and then hits; it never
+// reads the page a second time.
 //
 // Bounds: at most prefetchWorkers stage-ins at once, and at most
 // 2×Options.Readahead bytes queued or in flight (more is dropped, not
@@ -134,43 +136,124 @@ func (fs *FS) roomFor(n int64) bool {
 	return false
 }
 
-// prefetchPage stages page i in, as a demand miss would, if it is still
-// absent, inside the backing file, and the pool has room.
+// prefetchPage stages page i in if it is still absent, inside the backing
+// file, and the pool has room. It reads the backing file holding
+// backingMu and no pool lock, so demand reads of the pages already staged
+// go on meanwhile; backingMu holds off every change of the backing file
+// (write-back, truncate, fallocate, revalidation), so what it read is
+// still the page's content when it installs it, under the bucket lock and
+// only if the page is still absent (a write since made it resident and
+// dirty, and evicting that needs a write-back, which needs backingMu).
+// While a write-back of the file runs the page is skipped, not waited for.
 func (f *file) prefetchPage(i int64) {
 	fs := f.fs
-	if f.bucket.HasPage(i) || !fs.roomFor(fs.ps) {
+	if f.bucket.HasPage(i) || !fs.roomFor(fs.ps) || f.wbStart.Load() != 0 {
 		f.pf.forget(i)
 		return
 	}
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	fill := f.stager(i)
-	if fill == nil || i*fs.ps >= f.size.Load() {
-		f.pf.forget(i)
+	f.backingMu.Lock()
+	defer f.backingMu.Unlock()
+	if !f.pf.start(i) {
 		return
 	}
-	found, err := f.bucket.ReadPage(i, 0, nil, fill)
-	if err != nil || found {
-		f.pf.forget(i)
-		return
+	n, ok := f.stageAheadLocked(i)
+	f.pf.finish(i, ok)
+	if ok {
+		fs.stats.prefetched.Add(1)
+		fs.stats.prefetchedBytes.Add(uint64(n))
 	}
-	fs.stats.prefetched.Add(1)
-	fs.stats.prefetchedBytes.Add(uint64(min(fs.ps, f.backingSize.Load()-i*fs.ps)))
-	f.pf.staged(i)
+}
+
+// stageAheadLocked reads page i from the backing file and installs it,
+// clean, if it is still absent. Called with backingMu held.
+func (f *file) stageAheadLocked(i int64) (n int, ok bool) {
+	fs := f.fs
+	f.stateMu.Lock()
+	dropped := f.dropped
+	f.stateMu.Unlock()
+	start := i * fs.ps
+	if dropped || start >= f.backingSize.Load() {
+		return 0, false
+	}
+	bp := fs.getPage()
+	defer fs.putPage(bp)
+	buf := *bp
+	clear(buf)
+	n, err := f.backing.ReadAt(buf, start)
+	fs.stats.staged.Add(uint64(n))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, false
+	}
+	found, err := f.bucket.ReadPage(i, 0, nil, func(page []byte) error {
+		copy(page, buf)
+		return nil
+	})
+	return n, err == nil && !found
 }
 
 // Page states in pfState.
 const (
-	pfQueued = iota + 1 // queued or being staged in
-	pfStaged            // staged in, not read yet
+	pfQueued  = iota + 1 // queued
+	pfReading            // being read from the backing file
+	pfStaged             // staged in, not read yet
 )
 
 // pfState is a file's read-ahead bookkeeping: the pages queued or
 // staged ahead and not read yet. Safe for concurrent use.
 type pfState struct {
-	n  atomic.Int64 // len(m): the hit path skips mu when 0
-	mu sync.Mutex
-	m  map[int64]int
+	n    atomic.Int64 // len(m): the hit path skips mu when 0
+	mu   sync.Mutex
+	m    map[int64]int
+	read *sync.Cond // on mu: a page left pfReading
+}
+
+// start moves page i from queued to reading; false if it is not queued
+// any more (a demand read took it).
+func (s *pfState) start(i int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[i] != pfQueued {
+		return false
+	}
+	s.m[i] = pfReading
+	return true
+}
+
+// finish ends the read of page i: staged if ok, else forgotten; and
+// wakes the demand reads waiting for it.
+func (s *pfState) finish(i int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[i] == pfReading {
+		if ok {
+			s.m[i] = pfStaged
+		} else {
+			delete(s.m, i)
+			s.n.Store(int64(len(s.m)))
+		}
+	}
+	if s.read != nil {
+		s.read.Broadcast()
+	}
+}
+
+// waitRead waits while page i is being read ahead; reports whether it
+// waited (the page may be resident now).
+func (s *pfState) waitRead(i int64) bool {
+	if s.n.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	waited := false
+	for s.m[i] == pfReading {
+		if s.read == nil {
+			s.read = sync.NewCond(&s.mu)
+		}
+		s.read.Wait()
+		waited = true
+	}
+	return waited
 }
 
 // queue marks page i queued; false if it already is (or is staged).
