@@ -99,4 +99,12 @@
 // fallocate hold it exclusively. Nothing waits for pool space while
 // holding file.mu. file.stateMu is a leaf; noteWriteBack takes
 // flusher.mu after releasing it.
+//
+// Read-ahead (prefetch.go) reads a page ahead holding file.backingMu and
+// no other lock, then installs it under the bucket lock. A demand read
+// that finds the page being read ahead waits for it holding file.mu
+// shared; that wait cannot close a cycle, because nothing that takes
+// file.mu exclusively (write-back, truncate) runs while a read-ahead holds
+// backingMu, and a pinned read (Handle.ReadPinned holds the bucket's read
+// lock) feeds the read-ahead before it pins.
 package files

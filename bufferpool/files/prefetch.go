@@ -378,9 +378,19 @@ func (r *readAhead) observe(off int64, n int, ps, maxPages int64) raPlan {
 	r.reads++
 	r.lastOff, r.lastEnd = off, end
 	last := (end - 1) / ps
+	// Sequential: forward, into the page after the last read's end or
+	// into what was staged ahead (the shim reads the staged pages from
+	// shared memory, so the next read the daemon sees is past them).
+	reach := (prev-1)/ps + 1
+	if r.window > 0 && r.stride == 0 {
+		reach = max(reach, r.next)
+	}
 	switch {
-	case (first && off == 0) || (!first && off >= prevOff && off/ps <= (prev-1)/ps+1 && off <= prev+ps):
-		r.strided = 0
+	case (first && off == 0) || (!first && off >= prevOff && off/ps <= reach):
+		if r.stride != 0 { // the window and marks were a strided reader's (offsets)
+			r.window, r.next, r.mark = 0, 0, 0
+		}
+		r.stride, r.strided = 0, 0
 		return r.sequentialLocked(off/ps, last, maxPages)
 	case !first && off-prevOff == r.stride && r.stride > 0:
 		r.strided++

@@ -87,6 +87,19 @@ func TestReadAheadDetector(t *testing.T) {
 			{4 * ps, 4096, raPlan{}},
 			{7 * ps, 4096, raPlan{first: 10 * ps, step: 3 * ps, span: 4096, count: 2}},
 		}},
+		{"a reader that skips what it hit in shared memory stays sequential", []read{
+			{0, 4096, raPlan{first: 1, count: 2}},
+			{3 * ps, 4096, raPlan{first: 4, count: 4}},
+			{8 * ps, 4096, raPlan{first: 9, count: 8}},
+			{17 * ps, 4096, raPlan{first: 18, count: 16}},
+			{60 * ps, 4096, raPlan{}},
+		}},
+		{"strided, then sequential", []read{
+			{ps, 4096, raPlan{}},
+			{4 * ps, 4096, raPlan{}},
+			{7 * ps, 4096, raPlan{first: 10 * ps, step: 3 * ps, span: 4096, count: 2}},
+			{7*ps + 4096, 4096, raPlan{first: 8, count: 2}},
+		}},
 		{"random resets a sequential window", []read{
 			{0, ps, raPlan{first: 1, count: 2}},
 			{40 * ps, 4096, raPlan{}},
