@@ -103,8 +103,8 @@
 // Read-ahead (prefetch.go) reads a page ahead holding file.backingMu and
 // no other lock, then installs it under the bucket lock. A demand read
 // that finds the page being read ahead waits for it holding file.mu
-// shared; that wait cannot close a cycle, because nothing that takes
-// file.mu exclusively (write-back, truncate) runs while a read-ahead holds
-// backingMu, and a pinned read (Handle.ReadPinned holds the bucket's read
-// lock) feeds the read-ahead before it pins.
+// shared; that wait cannot close a cycle, because the read-ahead never
+// takes file.mu and holds backingMu only around its read and install, and
+// a pinned read (Handle.ReadPinned holds the bucket's read lock until the
+// reply is sent) feeds the read-ahead before it pins.
 package files
