@@ -21,8 +21,8 @@ import (
 // A prefetch reads the backing file outside the pool's locks, holding
 // the file's backingMu, which every change of the backing file takes
 // (prefetchPage says why that keeps it from installing stale bytes), and
-// installs the page clean through bucket.ReadPage, which leaves a page
-// already resident (a dirty one included) alone. A demand read of a page
+// installs the page clean through bucket.InstallPage, which leaves a
+// page already resident (a dirty one included) alone. A demand read of a page
 // being read ahead waits for it (pfState.waitRead) and then hits; it never
 // reads the page a second time.
 //
@@ -178,17 +178,14 @@ func (f *file) stageAheadLocked(i int64) (n int, ok bool) {
 	bp := fs.getPage()
 	defer fs.putPage(bp)
 	buf := *bp
-	clear(buf)
 	n, err := f.backing.ReadAt(buf, start)
 	fs.stats.staged.Add(uint64(n))
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, false
 	}
-	found, err := f.bucket.ReadPage(i, 0, nil, func(page []byte) error {
-		copy(page, buf)
-		return nil
-	})
-	return n, err == nil && !found
+	clear(buf[n:])
+	installed, err := f.bucket.InstallPage(i, buf)
+	return n, err == nil && installed
 }
 
 // Page states in pfState.
