@@ -26,7 +26,8 @@ import (
 // being read ahead waits for it (pfState.waitRead) and then hits; it never
 // reads the page a second time.
 //
-// Bounds: at most prefetchWorkers stage-ins at once, and at most
+// Bounds: at most prefetchWorkers stage-ins at once (one per file, in
+// the order queued), and at most
 // 2×Options.Readahead bytes queued or in flight (more is dropped, not
 // waited for). A prefetch starts only while some tier has room for the
 // page without evicting anything and no writer waits for space: read-ahead
@@ -50,16 +51,11 @@ type prefetcher struct {
 	maxPages int64 // largest window, in pages; 0: read-ahead is off
 	maxBytes int64 // bound on bytes queued or being staged
 
-	jobs     chan pfJob
+	jobs     chan *file    // files with pages queued (pfState.fifo)
 	inflight atomic.Int64  // bytes queued or being staged
 	queued   atomic.Uint64 // pages ever queued
 	stop     chan struct{}
 	wg       sync.WaitGroup
-}
-
-type pfJob struct {
-	f *file
-	i int64
 }
 
 func newPrefetcher(fs *FS, readahead int64) *prefetcher {
@@ -69,7 +65,7 @@ func newPrefetcher(fs *FS, readahead int64) *prefetcher {
 	}
 	p.maxPages = max(readahead/fs.ps, 1)
 	p.maxBytes = 2 * p.maxPages * fs.ps
-	p.jobs = make(chan pfJob, 2*p.maxPages)
+	p.jobs = make(chan *file, 64)
 	for range prefetchWorkers {
 		p.wg.Add(1)
 		go p.run()
@@ -77,22 +73,41 @@ func newPrefetcher(fs *FS, readahead int64) *prefetcher {
 	return p
 }
 
-// close stops the workers (jobs still queued are dropped) and waits for
+// close stops the workers (pages still queued are dropped) and waits for
 // the stage-ins in progress.
 func (p *prefetcher) close() {
 	close(p.stop)
 	p.wg.Wait()
 }
 
+// run stages in the queued pages of one file after another. A file's
+// pages are staged by one worker at a time, in the order queued: the
+// nearest first, and the backing file read sequentially (its own
+// read-ahead keeps working).
 func (p *prefetcher) run() {
 	defer p.wg.Done()
 	for {
 		select {
 		case <-p.stop:
 			return
-		case j := <-p.jobs:
-			j.f.prefetchPage(j.i)
-			p.inflight.Add(-p.fs.ps)
+		case f := <-p.jobs:
+			p.drain(f)
+		}
+	}
+}
+
+func (p *prefetcher) drain(f *file) {
+	for {
+		i, ok := f.pf.pop()
+		if !ok {
+			return
+		}
+		f.prefetchPage(i)
+		p.inflight.Add(-p.fs.ps)
+		select {
+		case <-p.stop:
+			return
+		default:
 		}
 	}
 }
@@ -109,12 +124,14 @@ func (p *prefetcher) enqueue(f *file, i int64) {
 		f.pf.forget(i)
 		return
 	}
+	p.queued.Add(1)
+	if !f.pf.push(i) {
+		return // a worker has the file
+	}
 	select {
-	case p.jobs <- pfJob{f, i}:
-		p.queued.Add(1)
-	default:
-		p.inflight.Add(-ps)
-		f.pf.forget(i)
+	case p.jobs <- f:
+	default: // every worker busy and many files waiting: drop the file's queue
+		p.inflight.Add(-ps * f.pf.abandon())
 	}
 }
 
@@ -198,10 +215,54 @@ const (
 // pfState is a file's read-ahead bookkeeping: the pages queued or
 // staged ahead and not read yet. Safe for concurrent use.
 type pfState struct {
-	n    atomic.Int64 // len(m): the hit path skips mu when 0
-	mu   sync.Mutex
-	m    map[int64]int
-	read *sync.Cond // on mu: a page left pfReading
+	n      atomic.Int64 // len(m): the hit path skips mu when 0
+	mu     sync.Mutex
+	m      map[int64]int
+	read   *sync.Cond // on mu: a page left pfReading
+	fifo   []int64    // pages queued, in order
+	active bool       // the file is with a worker, or in its queue
+}
+
+// push appends page i to the queue; true if the file must be handed to a
+// worker (none has it).
+func (s *pfState) push(i int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fifo = append(s.fifo, i)
+	if s.active {
+		return false
+	}
+	s.active = true
+	return true
+}
+
+// pop returns the next queued page; false (and the file is no longer
+// with a worker) when there is none.
+func (s *pfState) pop() (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.fifo) == 0 {
+		s.fifo, s.active = nil, false
+		return 0, false
+	}
+	i := s.fifo[0]
+	s.fifo = s.fifo[1:]
+	return i, true
+}
+
+// abandon drops every queued page and returns how many.
+func (s *pfState) abandon() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := int64(len(s.fifo))
+	for _, i := range s.fifo {
+		if s.m[i] == pfQueued {
+			delete(s.m, i)
+		}
+	}
+	s.fifo, s.active = nil, false
+	s.n.Store(int64(len(s.m)))
+	return n
 }
 
 // start moves page i from queued to reading; false if it is not queued
