@@ -78,6 +78,35 @@ func (b *Bucket) ReadPage(i, off int64, buf []byte, fill Filler) (found bool, er
 	return false, nil
 }
 
+// InstallPage inserts page i, clean, with contents data (len(data) ==
+// PageSize) if it is absent; a resident page is left alone (installed
+// false). It is a stage-in whose bytes the caller read beforehand (the
+// file layer's read-ahead): the caller must know that data is still the
+// page's content.
+func (b *Bucket) InstallPage(i int64, data []byte) (installed bool, err error) {
+	if err := b.checkPage("install page", i, 0, len(data)); err != nil {
+		return false, err
+	}
+	if int64(len(data)) != b.pageSize {
+		return false, fmt.Errorf("install page %d of bucket %s: %d bytes, page size %d: %w",
+			i, b.Name(), len(data), b.pageSize, ErrInvalid)
+	}
+	now := time.Now().UnixNano()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked(); err != nil {
+		return false, err
+	}
+	if b.pages[i] != nil {
+		return false, nil
+	}
+	if _, err := b.newPageLocked(i, data, false, now); err != nil {
+		return false, err
+	}
+	b.p.misses.Add(1)
+	return true, nil
+}
+
 // newPageLocked places page i with contents data (PageSize bytes) and
 // inserts it.
 func (b *Bucket) newPageLocked(i int64, data []byte, dirty bool, now int64) (*blob, error) {

@@ -244,3 +244,39 @@ func TestPinPage(t *testing.T) {
 	unpin()
 	<-moved
 }
+
+// TestInstallPage: a page read beforehand goes in clean if absent; a
+// resident page (dirty or clean) is left alone.
+func TestInstallPage(t *testing.T) {
+	p := testPool(t, 1<<20, 1<<20)
+	b := mustBucket(t, p, "f", ps)
+	old, cur := fill(ps, 1), fill(ps, 2)
+	if ok, err := b.InstallPage(0, old); !ok || err != nil {
+		t.Fatalf("install absent page = %v, %v", ok, err)
+	}
+	if d := b.DirtyPages(); len(d) != 0 {
+		t.Fatalf("installed page is dirty: %v", d)
+	}
+	if _, err := b.WritePage(1, 0, cur, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int64{0, 1} {
+		if ok, err := b.InstallPage(i, fill(ps, 9)); ok || err != nil {
+			t.Fatalf("install over resident page %d = %v, %v", i, ok, err)
+		}
+	}
+	buf := make([]byte, ps)
+	for i, want := range [][]byte{old, cur} {
+		if _, err := b.ReadPage(int64(i), 0, buf, nil); err != nil {
+			t.Fatal(err)
+		}
+		wantBytes(t, buf, want)
+	}
+	if d := b.DirtyPages(); !slices.Equal(d, []int64{1}) {
+		t.Fatalf("dirty pages %v, want [1]", d)
+	}
+	if _, err := b.InstallPage(2, buf[:100]); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("install of a short page: %v", err)
+	}
+	checkAccounting(t, p)
+}

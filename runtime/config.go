@@ -37,6 +37,7 @@ type Config struct {
 	BackingBandwidth int64         // bytes/s, 0 = unlimited
 	NoSpaceWait      time.Duration // bound on waiting for room in a full pool
 	DrainTimeout     time.Duration // bound on retrying a failing write-back at unmount
+	Readahead        int64         // largest read-ahead window of an open file, bytes; 0 = off
 	ScratchDir       string        // scratch mode namespace ("" = under $TMPDIR)
 	Tiers            []Tier        // fastest first
 	Placement        string        // bufferpool.Place*
@@ -380,6 +381,10 @@ func (c *Config) FilesOptions() files.Options {
 		ScratchDir:       c.ScratchDir,
 		NoSpaceWait:      c.NoSpaceWait,
 		DrainTimeout:     c.DrainTimeout,
+		Readahead:        c.Readahead,
+	}
+	if o.Readahead == 0 {
+		o.Readahead = -1 // off (0 is the file layer's default)
 	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = -1 // one attempt (0 is the file layer's default)

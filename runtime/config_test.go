@@ -37,6 +37,7 @@ func TestDefault(t *testing.T) {
 		{"no_space_wait", c.NoSpaceWait, 30 * time.Second},
 		{"oom_score_adj", c.OOMScoreAdj, -900},
 		{"drain_timeout", c.DrainTimeout, 30 * time.Second},
+		{"readahead", c.Readahead, int64(32 << 20)},
 	}
 	for _, ck := range checks {
 		if ck.got != ck.want {
@@ -123,7 +124,7 @@ modules:
 	fo := c.FilesOptions()
 	want := files.Options{Backing: "/lustre/proj", Mode: files.Writethrough, PageSize: 256 << 10,
 		FlushOnClose: true, Flushers: 8, BackingBandwidth: 20 << 20, NoSpaceWait: 5 * time.Second,
-		DrainTimeout: 2 * time.Minute}
+		DrainTimeout: 2 * time.Minute, Readahead: 32 << 20}
 	if fo != want {
 		t.Errorf("FilesOptions = %+v, want %+v", fo, want)
 	}
@@ -176,7 +177,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad size", "tiers:\n  - name: ram\n    kind: ram\n    capacity: 64MiB\n  - name: nvme\n    kind: file\n    dir: /nvme\n    capacity: 12XB\n",
 			`c.yaml:8: tiers[1].capacity: "12XB" is not a size`},
 		{"unknown key", "mount: /x\nbakcing: /y\n",
-			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, drain_timeout, flush_on_close, flushers, format_helper_memory, log_level, mode, modules, mount, no_space_wait, oom_score_adj, organizer, page_size, passthrough, placement, scratch_dir, tiers)`},
+			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, drain_timeout, flush_on_close, flushers, format_helper_memory, log_level, mode, modules, mount, no_space_wait, oom_score_adj, organizer, page_size, passthrough, placement, readahead, scratch_dir, tiers)`},
 		{"helper memory too small", "format_helper_memory: 64MiB\n",
 			`c.yaml:1: format_helper_memory: "64MiB": 0 (the default) or at least 1GiB`},
 		{"unknown tier key", "tiers:\n  - name: r\n    kind: ram\n    size: 1G\n",
@@ -311,7 +312,7 @@ func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
 	for _, k := range []string{"mount:", "backing:", "mode:", "page_size:", "flush_on_close:", "flushers:",
 		"backing_bandwidth:", "no_space_wait:", "scratch_dir:", "tiers:", "high_watermark:", "low_watermark:",
 		"placement:", "organizer:", "interval:", "promote_reads:", "log_level:", "allow_other:",
-		"passthrough:", "control_dir:", "modules:", "format_helper_memory:"} {
+		"passthrough:", "control_dir:", "modules:", "format_helper_memory:", "readahead:"} {
 		if !strings.Contains(y, k) {
 			t.Errorf("default.yaml does not mention %s", k)
 		}
@@ -386,5 +387,22 @@ func TestREADMEShowsDefault(t *testing.T) {
 	body := y[strings.Index(y, "# Where the file system"):]
 	if !strings.Contains(string(readme), body) {
 		t.Error("README.md's configuration example differs from runtime/default.yaml: copy it over")
+	}
+}
+
+func TestReadaheadKey(t *testing.T) {
+	c, err := Parse("c.yaml", []byte("readahead: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.FilesOptions(); o.Readahead >= 0 {
+		t.Errorf("readahead: 0 gives files.Options.Readahead %d, want < 0 (off)", o.Readahead)
+	}
+	c, err = Parse("c.yaml", []byte("readahead: 8MiB\n"))
+	if err != nil || c.FilesOptions().Readahead != 8<<20 {
+		t.Fatalf("readahead: 8MiB: %v, %v", c, err)
+	}
+	if _, err := Parse("c.yaml", []byte("readahead: lots\n")); err == nil || !strings.Contains(err.Error(), "c.yaml:1: readahead:") {
+		t.Errorf("readahead: lots: %v", err)
 	}
 }

@@ -42,6 +42,7 @@ func (d *decoder) top(n *yaml.Node) error {
 		"backing_bandwidth": d.bandwidth(&c.BackingBandwidth),
 		"no_space_wait":     d.duration(&c.NoSpaceWait, false),
 		"drain_timeout":     d.duration(&c.DrainTimeout, false),
+		"readahead":         d.size(&c.Readahead),
 		"scratch_dir":       d.str(&c.ScratchDir),
 		"tiers":             d.tiers,
 		"placement": d.enum(&c.Placement, bufferpool.PlaceMinimizeIOTime,
@@ -98,6 +99,22 @@ func (d *decoder) tiers(n *yaml.Node, key string) error {
 		d.c.Tiers = append(d.c.Tiers, t)
 	}
 	return nil
+}
+
+// size reads a size of 0 or more bytes.
+func (d *decoder) size(p *int64) field {
+	return func(n *yaml.Node, key string) error {
+		s, err := d.scalar(n, key)
+		if err != nil {
+			return err
+		}
+		v, err := ParseSize(s)
+		if err != nil || v < 0 {
+			return d.errorf(n, key, "%q is not a size (like 0, 4MiB, 32MiB)", s)
+		}
+		*p = v
+		return nil
+	}
 }
 
 // bytes reads a size of 0 (the default) or at least 1 GiB.

@@ -60,6 +60,9 @@ type Options struct {
 	// while the backing store fails (0 = DefaultDrainTimeout, < 0: one
 	// attempt). A slow store that makes progress is waited for.
 	DrainTimeout time.Duration
+	// Readahead is the largest read-ahead window of one open file in
+	// bytes (prefetch.go): 0 = DefaultReadahead, < 0 = no read-ahead.
+	Readahead int64
 }
 
 // DefaultDrainTimeout is Options.DrainTimeout's default.
@@ -116,6 +119,13 @@ type Stats struct {
 	BytesWritten     uint64             `json:"bytes_written"`
 	// DirSyncs counts fsyncs of backing directories (Fsyncdir).
 	DirSyncs uint64 `json:"dir_syncs"`
+	// Read-ahead: pages (and bytes) staged in ahead of sequential and
+	// strided readers, the reads that found such a page (or waited for
+	// its stage-in), and the pages evicted or dropped before any read.
+	PrefetchedPages uint64 `json:"prefetched_pages"`
+	PrefetchedBytes uint64 `json:"prefetched_bytes"`
+	PrefetchHits    uint64 `json:"prefetch_hits"`
+	PrefetchWasted  uint64 `json:"prefetch_wasted"`
 	// Replay is what start-up wrote back from the file tier of a killed
 	// daemon (nil: none found).
 	Replay *bufferpool.ReplayReport `json:"replay,omitempty"`

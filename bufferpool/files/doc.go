@@ -113,4 +113,12 @@
 // fallocate hold it exclusively. Nothing waits for pool space while
 // holding file.mu. file.stateMu is a leaf; noteWriteBack takes
 // flusher.mu after releasing it.
+//
+// Read-ahead (prefetch.go) reads a page ahead holding file.backingMu and
+// no other lock, then installs it under the bucket lock. A demand read
+// that finds the page being read ahead waits for it holding file.mu
+// shared; that wait cannot close a cycle, because the read-ahead never
+// takes file.mu and holds backingMu only around its read and install, and
+// a pinned read (Handle.ReadPinned holds the bucket's read lock until the
+// reply is sent) feeds the read-ahead before it pins.
 package files

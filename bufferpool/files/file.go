@@ -49,6 +49,8 @@ type file struct {
 	seenMtime  unix.Timespec
 	name       string   // the path it was last opened by (logs, stat)
 	health     wbHealth // is its write-back failing, why, since when
+
+	pf pfState // pages staged ahead and not read yet (prefetch.go)
 }
 
 // attach returns the file object of the regular file open at fd (taking
@@ -202,6 +204,7 @@ func (f *file) drop() {
 		return
 	}
 	f.fs.pool.DeleteBucket(f.bucket.Name())
+	f.prefetchDropped()
 	f.backing.Close()
 	f.fs.signalSpace()
 }
@@ -287,11 +290,15 @@ func (f *file) read(buf []byte, off int64) (int, error) {
 
 func (f *file) readPage(i, po int64, dst []byte) error {
 	found, err := f.bucket.ReadPage(i, po, dst, nil)
+	if err == nil && !found && f.pf.waitRead(i) {
+		found, err = f.bucket.ReadPage(i, po, dst, nil) // read ahead meanwhile
+	}
 	if err != nil {
 		return err
 	}
 	if found {
 		f.fs.stats.hits.Add(1)
+		f.demandHit(i)
 		return nil
 	}
 	f.fs.stats.misses.Add(1)
@@ -300,7 +307,12 @@ func (f *file) readPage(i, po int64, dst []byte) error {
 		clear(dst)
 		return nil
 	}
-	_, err = f.bucket.ReadPage(i, po, dst, fill)
+	found, err = f.bucket.ReadPage(i, po, dst, fill)
+	if found {
+		f.demandHit(i) // staged in meanwhile (by a prefetch it waited for)
+	} else {
+		f.demandMiss(i)
+	}
 	if errors.Is(err, bufferpool.ErrNoSpace) {
 		// Pool full of dirty pages: serve the read from the backing file
 		// uncached (the page is not resident, so the backing file is current).

@@ -35,9 +35,10 @@ type FS struct {
 
 	pages sync.Pool // *[]byte of ps bytes
 
-	limiter *rateLimiter
-	flusher *flusher
-	store   backingStore // the write-back's access to backing files
+	limiter  *rateLimiter
+	flusher  *flusher
+	prefetch *prefetcher
+	store    backingStore // the write-back's access to backing files
 
 	closed atomic.Bool
 	nextID atomic.Uint64
@@ -64,6 +65,8 @@ type counters struct {
 	hits, misses, bytesRead, written atomic.Uint64
 	openFiles                        atomic.Int64
 	dirSyncs                         atomic.Uint64
+	prefetched, prefetchHits         atomic.Uint64
+	prefetchWasted, prefetchedBytes  atomic.Uint64
 }
 
 // New opens the namespace and starts the write-back workers.
@@ -90,6 +93,9 @@ func New(pool *bufferpool.Pool, opts Options) (*FS, error) {
 	}
 	if opts.DrainTimeout == 0 {
 		opts.DrainTimeout = DefaultDrainTimeout
+	}
+	if opts.Readahead == 0 {
+		opts.Readahead = DefaultReadahead
 	}
 	root, err := namespaceDir(&opts)
 	if err != nil {
@@ -127,6 +133,7 @@ func New(pool *bufferpool.Pool, opts Options) (*FS, error) {
 		fs.replayed = fs.replay()
 	}
 	fs.flusher = newFlusher(fs, opts.Flushers)
+	fs.prefetch = newPrefetcher(fs, opts.Readahead)
 	return fs, nil
 }
 
@@ -184,6 +191,7 @@ func (fs *FS) Close() error {
 		err = fs.drain()
 	}
 	fs.flusher.stop()
+	fs.prefetch.close()
 	fs.mu.Lock()
 	all := fs.files
 	fs.files = map[fileKey]*file{}
@@ -255,6 +263,10 @@ func (fs *FS) Stats() Stats {
 		BytesRead:        fs.stats.bytesRead.Load(),
 		BytesWritten:     fs.stats.written.Load(),
 		DirSyncs:         fs.stats.dirSyncs.Load(),
+		PrefetchedPages:  fs.stats.prefetched.Load(),
+		PrefetchedBytes:  fs.stats.prefetchedBytes.Load(),
+		PrefetchHits:     fs.stats.prefetchHits.Load(),
+		PrefetchWasted:   fs.stats.prefetchWasted.Load(),
 		Replay:           fs.replayed,
 	}
 }

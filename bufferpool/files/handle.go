@@ -94,6 +94,7 @@ type Handle struct {
 	flags    int
 	stale    bool
 	released atomic.Bool
+	ra       readAhead // its access pattern (prefetch.go)
 }
 
 // Flags returns the open flags.
@@ -115,6 +116,7 @@ func (h *Handle) ReadAt(buf []byte, off int64) (int, error) {
 	if h.flags&unix.O_ACCMODE == unix.O_WRONLY {
 		return 0, unix.EBADF
 	}
+	h.readAhead(off, len(buf))
 	return h.f.read(buf, off)
 }
 
@@ -284,11 +286,16 @@ func (h *Handle) ReadPinned(off int64, n int) (fd int, fdOff int64, length int, 
 	if po+int64(n) > ps {
 		return -1, 0, 0, nil, false
 	}
+	// Before the pin: it holds the bucket's read lock, which the
+	// read-ahead must not take again (a stage-in waiting in between for
+	// the write lock would deadlock them).
+	h.readAhead(off, n)
 	fd, fdOff, release, ok = f.bucket.PinPage(i, po, n)
 	if !ok {
 		return -1, 0, 0, nil, false
 	}
 	f.fs.stats.hits.Add(1)
 	f.fs.stats.bytesRead.Add(uint64(n))
+	f.demandHit(i)
 	return fd, fdOff, n, release, true
 }

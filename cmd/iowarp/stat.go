@@ -139,6 +139,8 @@ func printStats(w io.Writer, info Info, st files.Stats) error {
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(w, "read-ahead: %d pages (%s) staged ahead, %d prefetch hits, %d wasted (evicted or dropped unread)\n",
+		st.PrefetchedPages, runtime.FormatSize(int64(st.PrefetchedBytes)), st.PrefetchHits, st.PrefetchWasted)
 	if r := st.Replay; r != nil {
 		fmt.Fprintf(w, "at start: replayed %d pages (%s) of %d files from the file tier of a killed daemon; %d pages skipped, %d files failed, %s of its tier files reclaimed\n",
 			r.Pages, runtime.FormatSize(r.Bytes), r.Files, r.Skipped, r.Failed, runtime.FormatSize(r.Reclaimed))
