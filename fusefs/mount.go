@@ -38,6 +38,13 @@ type Options struct {
 	// KeepCache keeps the kernel page cache of a file across opens; the
 	// zero value decides per open from the file layer (files.Handle.CacheValid).
 	KeepCache KeepCache
+	// WritebackCache lets the kernel keep written pages dirty in its page
+	// cache and write them back later (FUSE_WRITEBACK_CACHE), instead of
+	// sending every write(2) to the daemon before it returns. The kernel
+	// then owns the size and mtime of a regular file while it holds the
+	// inode: changes made behind its back (another node through the
+	// backing store) are not seen until it drops the inode. See doc.go.
+	WritebackCache bool
 	// IPCSocket is the daemon's runtime/ipc socket, handed to the shim
 	// with the maps of a grant (grant.go): its misses go there (the fs
 	// module's pread/pwrite, served by ShimHandle). "" = none.
@@ -131,7 +138,7 @@ func fsOptions(rootAttr fs.StableAttr, opts Options) *fs.Options {
 			// security.capability before every write.
 			// Direct-I/O opens (made while a shim writes the file in
 			// place, see grant.go) can still be mapped MAP_SHARED.
-			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_DIRECT_IO_ALLOW_MMAP,
+			ExtraCapabilities: extraCaps(opts),
 			PanicHandler:      panicHandler,
 		},
 		// A mode of 0000 is served as it is: without this go-fuse
@@ -144,6 +151,15 @@ func fsOptions(rootAttr fs.StableAttr, opts Options) *fs.Options {
 		RootStableAttr:  &rootAttr,
 		Logger:          logger,
 	}
+}
+
+// extraCaps are the capabilities asked for beyond go-fuse's defaults.
+func extraCaps(opts Options) uint64 {
+	caps := uint64(fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_DIRECT_IO_ALLOW_MMAP)
+	if opts.WritebackCache {
+		caps |= fuse.CAP_WRITEBACK_CACHE
+	}
+	return caps
 }
 
 // Unmount detaches the mount; it fails (EBUSY) while files are open,
