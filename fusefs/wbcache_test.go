@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,5 +158,83 @@ func TestWritebackCacheWriteOnly(t *testing.T) {
 	}
 	if got, err := os.ReadFile(p); err != nil || string(got) != "012ab56789" {
 		t.Fatalf("after a write-only partial write: %q, %v", got, err)
+	}
+}
+
+// shimProc stands for a process with the shim loaded (a file named
+// libiowarp.so mapped, which is what shimLoaded looks for): it writes 'A's
+// through the mount, waits while the test writes 'B's behind the kernel
+// (as the shim writes the pool), then reads through its fd again.
+const shimProc = `
+import mmap, os, sys
+lib = open(sys.argv[1], "rb")
+m = mmap.mmap(lib.fileno(), 0, prot=mmap.PROT_READ)
+fd = os.open(sys.argv[2], os.O_RDWR | os.O_CREAT, 0o644)
+os.pwrite(fd, b"A" * 8192, 0)
+print("written", flush=True)
+sys.stdin.readline()
+print(os.pread(fd, 8192, 0).decode(), flush=True)
+os.close(fd)
+`
+
+// TestWritebackCacheShimProcess: with the writeback cache, the opens of a
+// process with the shim loaded bypass the page cache, so what the shim
+// writes into the pool behind the kernel is read back at once and never
+// overwritten by pages the kernel held dirty.
+func TestWritebackCacheShimProcess(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	tm := newTestMountOpts(t, files.Writeback, Options{WritebackCache: true})
+	lib := filepath.Join(t.TempDir(), "libiowarp.so")
+	if err := os.WriteFile(lib, make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("python3", "-c", shimProc, lib, filepath.Join(tm.dir, "f"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	defer pr.Close()
+	line := make([]byte, 8)
+	if n, err := pr.Read(line); err != nil || string(line[:n]) != "written\n" {
+		stdin.Close()
+		cmd.Wait()
+		t.Fatalf("shim process: %q %v %s", line[:n], err, out.String())
+	}
+	h, _, err := tm.fs.Open("f", os.O_RDWR, 0, files.Cred{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := bytes.Repeat([]byte("B"), 8192)
+	if _, err := h.WriteAt(bs, 0); err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	stdin.Write([]byte("\n"))
+	rest, _ := io.ReadAll(pr)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("shim process: %v %s", err, out.String())
+	}
+	if got := strings.TrimSpace(string(rest)); got != string(bs) {
+		t.Fatalf("the shim process read back %.8q..., want the B's written behind the kernel", got)
+	}
+	if err := tm.fs.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{filepath.Join(tm.dir, "f"), filepath.Join(tm.backing, "f")} {
+		if got, err := os.ReadFile(q); err != nil || !bytes.Equal(got, bs) {
+			t.Fatalf("%s after close: %.8q..., %v", q, got, err)
+		}
 	}
 }
