@@ -32,8 +32,9 @@ type Options struct {
 	// (0 = not cached, so a file created behind the kernel's back — by
 	// the shim, or on the backing store — is seen at once).
 	AttrTimeout, EntryTimeout, NegativeTimeout time.Duration
-	// MaxReadAhead caps kernel readahead in bytes (0 = 1 MiB, the page
-	// size of the pool; the kernel clamps it to its own maximum).
+	// MaxReadAhead is the kernel readahead in bytes (0 = 1 MiB, the page
+	// size of the pool; the kernel caps it at max_pages). Set both in
+	// FUSE_INIT and in the mount's read_ahead_kb (setReadAhead).
 	MaxReadAhead int
 	// KeepCache keeps the kernel page cache of a file across opens; the
 	// zero value decides per open from the file layer (files.Handle.CacheValid).
@@ -97,6 +98,9 @@ func Mount(dir string, fsys *files.FS, opts Options) (*Server, error) {
 	if err := sys.CloexecDevFuse(); err != nil {
 		logrus.Warnf("mount %s: %v", dir, err)
 	}
+	if err := setReadAhead(dir, readAhead(opts)); err != nil {
+		logrus.Warnf("mount %s: %v (sequential reads stay at 128 KiB requests)", dir, err)
+	}
 	return &Server{srv: srv, dir: dir, omni: root.m.omni}, nil
 }
 
@@ -107,16 +111,21 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
+// readAhead is the kernel readahead the mount asks for, in bytes.
+func readAhead(opts Options) int {
+	if opts.MaxReadAhead == 0 {
+		return defaultReadAhed
+	}
+	return opts.MaxReadAhead
+}
+
 // fsOptions builds go-fuse's options. Timeouts are set per reply by the
 // nodes (see node.entryOut); the ones here are the bridge's fallback.
 func fsOptions(rootAttr fs.StableAttr, opts Options) *fs.Options {
 	attr := orDefault(opts.AttrTimeout, defaultTimeout)
 	entry := orDefault(opts.EntryTimeout, defaultTimeout)
 	neg := opts.NegativeTimeout
-	ra := opts.MaxReadAhead
-	if ra == 0 {
-		ra = defaultReadAhed
-	}
+	ra := readAhead(opts)
 	logger := log.New(logrus.StandardLogger().WriterLevel(logrus.DebugLevel), "", 0)
 	return &fs.Options{
 		MountOptions: fuse.MountOptions{
