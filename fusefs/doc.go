@@ -38,7 +38,7 @@
 //     drops it when it sees mtime or size change (CAP_AUTO_INVAL_DATA).
 //     O_DIRECT opens bypass it (FOPEN_DIRECT_IO); the pool is then the
 //     only cache. Readahead is Options.MaxReadAhead (1 MiB, a pool page),
-//     set in the mount's read_ahead_kb too (setReadAhead): the kernel caps
+//     set in the mount's read_ahead_kb too (tuneBDI): the kernel caps
 //     FUSE_INIT's value at 128 KiB.
 //   - Writeback cache (Options.WritebackCache, off by default): write(2)
 //     fills the page cache and returns; the kernel sends the dirty pages

@@ -34,7 +34,7 @@ type Options struct {
 	AttrTimeout, EntryTimeout, NegativeTimeout time.Duration
 	// MaxReadAhead is the kernel readahead in bytes (0 = 1 MiB, the page
 	// size of the pool; the kernel caps it at max_pages). Set both in
-	// FUSE_INIT and in the mount's read_ahead_kb (setReadAhead).
+	// FUSE_INIT and in the mount's read_ahead_kb (tuneBDI).
 	MaxReadAhead int
 	// KeepCache keeps the kernel page cache of a file across opens; the
 	// zero value decides per open from the file layer (files.Handle.CacheValid).
@@ -98,8 +98,8 @@ func Mount(dir string, fsys *files.FS, opts Options) (*Server, error) {
 	if err := sys.CloexecDevFuse(); err != nil {
 		logrus.Warnf("mount %s: %v", dir, err)
 	}
-	if err := setReadAhead(dir, readAhead(opts)); err != nil {
-		logrus.Warnf("mount %s: %v (sequential reads stay at 128 KiB requests)", dir, err)
+	if err := tuneBDI(dir, readAhead(opts), opts.WritebackCache); err != nil {
+		logrus.Warnf("mount %s: %v", dir, err)
 	}
 	return &Server{srv: srv, dir: dir, omni: root.m.omni}, nil
 }
