@@ -126,11 +126,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// TestGoFusePosix runs go-fuse's conformance suite on a mount per mode.
+// TestGoFusePosix runs go-fuse's conformance suite on a mount per variant.
 func TestGoFusePosix(t *testing.T) {
-	for _, mode := range modes {
-		t.Run(string(mode), func(t *testing.T) {
-			tm := newTestMount(t, mode)
+	for _, v := range variants() {
+		t.Run(v.name, func(t *testing.T) {
+			tm := newTestMountOpts(t, v.mode, v.opts)
 			for _, name := range sortedKeys(gofuseposix.All) {
 				t.Run(name, func(t *testing.T) {
 					if why, ok := goFuseSkips[name]; ok && os.Getenv("IOWARP_NOSKIP") == "" {
