@@ -204,6 +204,9 @@ func TestWritebackCacheShimProcess(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Before the unmount (cleanups run last first): a process left
+	// holding a file of the mount would keep it busy.
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	pw.Close()
 	defer pr.Close()
 	line := make([]byte, 8)
