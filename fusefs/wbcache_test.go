@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"os"
@@ -209,11 +210,11 @@ func TestWritebackCacheShimProcess(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	pw.Close()
 	defer pr.Close()
-	line := make([]byte, 8)
-	if n, err := pr.Read(line); err != nil || string(line[:n]) != "written\n" {
+	br := bufio.NewReader(pr)
+	if line, err := br.ReadString('\n'); err != nil || line != "written\n" {
 		stdin.Close()
 		cmd.Wait()
-		t.Fatalf("shim process: %q %v %s", line[:n], err, out.String())
+		t.Fatalf("shim process: %q %v %s", line, err, out.String())
 	}
 	h, _, err := tm.fs.Open("f", os.O_RDWR, 0, files.Cred{})
 	if err != nil {
@@ -225,7 +226,7 @@ func TestWritebackCacheShimProcess(t *testing.T) {
 	}
 	h.Release()
 	stdin.Write([]byte("\n"))
-	rest, _ := io.ReadAll(pr)
+	rest, _ := io.ReadAll(br)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("shim process: %v %s", err, out.String())
 	}
