@@ -60,6 +60,14 @@
 //     (shimLoaded: libiowarp in its maps) get FOPEN_DIRECT_IO too: the
 //     shim attaches after the open's cache mode is fixed, and pages held
 //     dirty in the kernel would land later over what it wrote to the pool.
+//     An open by another process made before a shim attached keeps the
+//     cache: its dirty pages are written back when the shim maps the file
+//     (the invalidation launders them) and then at close, fsync or the
+//     next harvest invalidation, so between those its writes to a range a
+//     shim also writes may land after the shim's. Every fusefs test but
+//     TestCopyFileRange (which writes behind the kernel from a process
+//     without the shim, the one case shimLoaded cannot see) passes with the
+//     writeback cache on.
 //   - Passthrough (Options.Passthrough): a read-only open of a file fully
 //     resident in the RAM tier is served by the kernel straight from the
 //     tier's memfd, pinned there until the handle is released. The kernel
