@@ -29,14 +29,45 @@
 //     back (the shim, another node through the backing store), for at most
 //     the timeout. Failed lookups are not cached (NegativeTimeout 0) so a
 //     file created by the shim is visible at once.
-//   - File data: the page cache, written through (no writeback cache:
-//     every write(2) reaches the file layer before it returns). It is
+//   - File data: the page cache, written through by default (every
+//     write(2) reaches the file layer before it returns; see Writeback
+//     cache below). It is
 //     dropped at every open(2) (close-to-open consistency with other
 //     nodes writing the backing store) except in Scratch mode, where the
 //     namespace is private and FOPEN_KEEP_CACHE is set; the kernel also
 //     drops it when it sees mtime or size change (CAP_AUTO_INVAL_DATA).
 //     O_DIRECT opens bypass it (FOPEN_DIRECT_IO); the pool is then the
-//     only cache.
+//     only cache. Readahead is Options.MaxReadAhead (1 MiB, a pool page),
+//     set in the mount's read_ahead_kb too (tuneBDI): the kernel caps
+//     FUSE_INIT's value at 128 KiB.
+//   - Writeback cache (Options.WritebackCache, off by default): write(2)
+//     fills the page cache and returns; the kernel sends the dirty pages
+//     later (under memory pressure, at the latest on close — FLUSH — and
+//     fsync, both of which write them back before the request reaches us,
+//     so close and fsync keep their meaning). The kernel then owns the
+//     size and mtime of a regular file: it ignores ours while it holds the
+//     inode and sends its mtime back in a SETATTR (also after the last
+//     close of an unlinked file: answered from the node's last attributes,
+//     setattrGone). A size or mtime changed behind its back (another node
+//     through the backing store) is not seen until the inode leaves its
+//     cache, which is why the option is off by default. Dirty pages of one
+//     open go back through any writable handle of the inode, so handles
+//     are opened without O_APPEND (the kernel places appends at its own
+//     size) and write-only opens as read-write where the caller may read
+//     the file (the kernel may fill a partly written page through them);
+//     a write-only open of a file it may not read stays write-only and
+//     gets FOPEN_DIRECT_IO. Opens by a process with the shim loaded
+//     (shimLoaded: libiowarp in its maps) get FOPEN_DIRECT_IO too: the
+//     shim attaches after the open's cache mode is fixed, and pages held
+//     dirty in the kernel would land later over what it wrote to the pool.
+//     An open by another process made before a shim attached keeps the
+//     cache: its dirty pages are written back when the shim maps the file
+//     (the invalidation launders them) and then at close, fsync or the
+//     next harvest invalidation, so between those its writes to a range a
+//     shim also writes may land after the shim's. Every fusefs test but
+//     TestCopyFileRange (which writes behind the kernel from a process
+//     without the shim, the one case shimLoaded cannot see) passes with the
+//     writeback cache on.
 //   - Passthrough (Options.Passthrough): a read-only open of a file fully
 //     resident in the RAM tier is served by the kernel straight from the
 //     tier's memfd, pinned there until the handle is released. The kernel

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/iowarp/iowarp/bufferpool/files"
 )
@@ -46,9 +47,9 @@ func handleOf(f fs.FileHandle) *files.Handle {
 // bypasses the page cache (FOPEN_DIRECT_IO); the page cache is kept across
 // opens only where every writer goes through this mount; a read-only open
 // of a fully resident file may be passed through to its memfd.
-func (n *node) newHandle(h *files.Handle, flags uint32) (fs.FileHandle, uint32) {
+func (n *node) newHandle(ctx context.Context, h *files.Handle, flags uint32) (fs.FileHandle, uint32) {
 	var fuseFlags uint32
-	if flags&syscall.O_DIRECT != 0 || shimWriting(n) {
+	if flags&syscall.O_DIRECT != 0 || shimWriting(n) || n.m.uncachedWrite(ctx, h) {
 		return &fileHandle{h: h}, fuse.FOPEN_DIRECT_IO
 	}
 	if n.m.keepCache || (n.m.keepCacheAuto && h.CacheValid()) {
@@ -62,19 +63,80 @@ func (n *node) newHandle(h *files.Handle, flags uint32) (fs.FileHandle, uint32) 
 	return &fileHandle{h: h}, fuseFlags
 }
 
+// openFile opens p in the file layer. With the writeback cache the kernel
+// writes any open's dirty pages back through any writable handle of the
+// inode at the offsets it chose, and reads the rest of a partly written
+// page through the writer's handle, so (as libfuse's passthrough_ll does)
+// a handle is opened without O_APPEND (the kernel places appends at its
+// i_size, which it owns) and write-only as read-write where the caller
+// may read the file anyway. A write-only open of a file the caller may not
+// read stays write-only (the shim's grant follows the handle's access
+// mode) and is answered FOPEN_DIRECT_IO: it never reads pages.
+func (m *mount) openFile(p string, flags, mode uint32, c files.Cred) (*files.Handle, unix.Stat_t, error) {
+	if !m.opts.WritebackCache {
+		return m.fs.Open(p, int(flags), mode, c)
+	}
+	flags &^= syscall.O_APPEND
+	if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
+		return m.fs.Open(p, int(flags), mode, c)
+	}
+	h, st, err := m.fs.Open(p, int(flags), mode, c)
+	if err != nil || !mayRead(&st, c) {
+		return h, st, err
+	}
+	// Reopen read-write: the first open made (or truncated) the file,
+	// the second finds it; both are the caller's.
+	rw := flags&^(syscall.O_ACCMODE|syscall.O_CREAT|syscall.O_EXCL|syscall.O_TRUNC) | syscall.O_RDWR
+	h2, st2, err := m.fs.Open(p, int(rw), 0, c)
+	if err != nil {
+		return h, st, nil // keep the write-only open (direct I/O)
+	}
+	h.Release()
+	return h2, st2, nil
+}
+
+// uncachedWrite reports whether, under the writeback cache, the open h
+// must bypass the page cache: a write-only open (see openFile), or an open
+// by a process that has the shim loaded (shimLoaded).
+func (m *mount) uncachedWrite(ctx context.Context, h *files.Handle) bool {
+	if !m.opts.WritebackCache {
+		return false
+	}
+	if h.Flags()&syscall.O_ACCMODE == syscall.O_WRONLY {
+		return true
+	}
+	c, ok := fuse.FromContext(ctx)
+	return ok && shimLoaded(c.Pid)
+}
+
+// mayRead approximates the kernel's read permission check on st for c
+// (primary group only, root may read anything): false errs on the side of
+// a write-only handle.
+func mayRead(st *unix.Stat_t, c files.Cred) bool {
+	switch {
+	case c.Uid == 0:
+		return true
+	case c.Uid == st.Uid:
+		return st.Mode&0o400 != 0
+	case c.Gid == st.Gid:
+		return st.Mode&0o040 != 0
+	}
+	return st.Mode&0o004 != 0
+}
+
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	p, ok := n.path()
 	if !ok {
 		return nil, 0, syscall.ENOENT
 	}
 	flags &^= syscall.O_CREAT | syscall.O_EXCL
-	h, st, err := n.m.fs.Open(p, int(flags), 0, caller(ctx))
+	h, st, err := n.m.openFile(p, flags, 0, caller(ctx))
 	if err != nil {
 		return nil, 0, toErrno(err)
 	}
 	n.observe(&st)
 	n.addOpen(h)
-	fh, fuseFlags := n.newHandle(h, flags)
+	fh, fuseFlags := n.newHandle(ctx, h, flags)
 	if _, pt := fh.(*passthroughHandle); !pt && n.m.omni.helperOpen(ctx) {
 		// A format helper of the views (omni.go, helperOpen). A
 		// passthrough open never reaches the daemon: kept.
@@ -88,7 +150,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	h, st, err := n.m.fs.Open(p, int(flags|syscall.O_CREAT), mode, caller(ctx))
+	h, st, err := n.m.openFile(p, flags|syscall.O_CREAT, mode, caller(ctx))
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
@@ -96,7 +158,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	n.entryOut(ch, &st, out)
 	cn := ch.Operations().(*node)
 	cn.addOpen(h)
-	fh, fuseFlags := cn.newHandle(h, flags)
+	fh, fuseFlags := cn.newHandle(ctx, h, flags)
 	return ch, fh, fuseFlags, 0
 }
 

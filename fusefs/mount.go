@@ -32,12 +32,20 @@ type Options struct {
 	// (0 = not cached, so a file created behind the kernel's back — by
 	// the shim, or on the backing store — is seen at once).
 	AttrTimeout, EntryTimeout, NegativeTimeout time.Duration
-	// MaxReadAhead caps kernel readahead in bytes (0 = 1 MiB, the page
-	// size of the pool; the kernel clamps it to its own maximum).
+	// MaxReadAhead is the kernel readahead in bytes (0 = 1 MiB, the page
+	// size of the pool; the kernel caps it at max_pages). Set both in
+	// FUSE_INIT and in the mount's read_ahead_kb (tuneBDI).
 	MaxReadAhead int
 	// KeepCache keeps the kernel page cache of a file across opens; the
 	// zero value decides per open from the file layer (files.Handle.CacheValid).
 	KeepCache KeepCache
+	// WritebackCache lets the kernel keep written pages dirty in its page
+	// cache and write them back later (FUSE_WRITEBACK_CACHE), instead of
+	// sending every write(2) to the daemon before it returns. The kernel
+	// then owns the size and mtime of a regular file while it holds the
+	// inode: changes made behind its back (another node through the
+	// backing store) are not seen until it drops the inode. See doc.go.
+	WritebackCache bool
 	// IPCSocket is the daemon's runtime/ipc socket, handed to the shim
 	// with the maps of a grant (grant.go): its misses go there (the fs
 	// module's pread/pwrite, served by ShimHandle). "" = none.
@@ -90,6 +98,9 @@ func Mount(dir string, fsys *files.FS, opts Options) (*Server, error) {
 	if err := sys.CloexecDevFuse(); err != nil {
 		logrus.Warnf("mount %s: %v", dir, err)
 	}
+	if err := tuneBDI(dir, readAhead(opts), opts.WritebackCache); err != nil {
+		logrus.Warnf("mount %s: %v", dir, err)
+	}
 	return &Server{srv: srv, dir: dir, omni: root.m.omni}, nil
 }
 
@@ -100,16 +111,21 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
+// readAhead is the kernel readahead the mount asks for, in bytes.
+func readAhead(opts Options) int {
+	if opts.MaxReadAhead == 0 {
+		return defaultReadAhed
+	}
+	return opts.MaxReadAhead
+}
+
 // fsOptions builds go-fuse's options. Timeouts are set per reply by the
 // nodes (see node.entryOut); the ones here are the bridge's fallback.
 func fsOptions(rootAttr fs.StableAttr, opts Options) *fs.Options {
 	attr := orDefault(opts.AttrTimeout, defaultTimeout)
 	entry := orDefault(opts.EntryTimeout, defaultTimeout)
 	neg := opts.NegativeTimeout
-	ra := opts.MaxReadAhead
-	if ra == 0 {
-		ra = defaultReadAhed
-	}
+	ra := readAhead(opts)
 	logger := log.New(logrus.StandardLogger().WriterLevel(logrus.DebugLevel), "", 0)
 	return &fs.Options{
 		MountOptions: fuse.MountOptions{
@@ -131,7 +147,7 @@ func fsOptions(rootAttr fs.StableAttr, opts Options) *fs.Options {
 			// security.capability before every write.
 			// Direct-I/O opens (made while a shim writes the file in
 			// place, see grant.go) can still be mapped MAP_SHARED.
-			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_DIRECT_IO_ALLOW_MMAP,
+			ExtraCapabilities: extraCaps(opts),
 			PanicHandler:      panicHandler,
 		},
 		// A mode of 0000 is served as it is: without this go-fuse
@@ -144,6 +160,15 @@ func fsOptions(rootAttr fs.StableAttr, opts Options) *fs.Options {
 		RootStableAttr:  &rootAttr,
 		Logger:          logger,
 	}
+}
+
+// extraCaps are the capabilities asked for beyond go-fuse's defaults.
+func extraCaps(opts Options) uint64 {
+	caps := uint64(fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_DIRECT_IO_ALLOW_MMAP)
+	if opts.WritebackCache {
+		caps |= fuse.CAP_WRITEBACK_CACHE
+	}
+	return caps
 }
 
 // Unmount detaches the mount; it fails (EBUSY) while files are open,

@@ -127,11 +127,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// TestGoFusePosix runs go-fuse's conformance suite on a mount per mode.
+// TestGoFusePosix runs go-fuse's conformance suite on a mount per variant.
 func TestGoFusePosix(t *testing.T) {
-	for _, mode := range modes {
-		t.Run(string(mode), func(t *testing.T) {
-			tm := newTestMount(t, mode)
+	for _, v := range variants() {
+		t.Run(v.name, func(t *testing.T) {
+			tm := newTestMountOpts(t, v.mode, v.opts)
 			for _, name := range sortedKeys(gofuseposix.All) {
 				t.Run(name, func(t *testing.T) {
 					if why, ok := goFuseSkips[name]; ok && os.Getenv("IOWARP_NOSKIP") == "" {
@@ -148,13 +148,30 @@ func TestGoFusePosix(t *testing.T) {
 	}
 }
 
+// variant is a mode with mount options, named for subtests.
+type variant struct {
+	name string
+	mode files.Mode
+	opts Options
+}
+
+// variants are the modes, and writeback mode with the kernel's writeback
+// cache.
+func variants() []variant {
+	var vs []variant
+	for _, m := range modes {
+		vs = append(vs, variant{string(m), m, Options{}})
+	}
+	return append(vs, variant{"writeback-cache", files.Writeback, Options{WritebackCache: true}})
+}
+
 // TestPosixCompare runs every case of our suite on tmpfs and on a mount
-// per mode and compares the transcripts.
+// per variant and compares the transcripts.
 func TestPosixCompare(t *testing.T) {
 	ref := posixtest.RefDir(t)
-	for _, mode := range modes {
-		t.Run(string(mode), func(t *testing.T) {
-			tm := newTestMount(t, mode)
+	for _, v := range variants() {
+		t.Run(v.name, func(t *testing.T) {
+			tm := newTestMountOpts(t, v.mode, v.opts)
 			for _, name := range sortedKeys(posixtest.Cases) {
 				t.Run(name, func(t *testing.T) {
 					posixtest.Compare(t, ref, tm.dir, posixtest.Cases[name])

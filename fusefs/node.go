@@ -311,11 +311,26 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	h := n.handleFor(f)
 	p, ok := n.path()
 	if !ok && h == nil {
-		return syscall.ENOENT
+		return n.setattrGone(in, out)
 	}
 	st, err := n.m.fs.Setattr(p, h, a)
 	if err != nil {
 		return toErrno(err)
+	}
+	n.attrOut(&st, out)
+	return 0
+}
+
+// setattrGone answers a setattr of a node with no name and no open file
+// left. Only the kernel sends one: with the writeback cache it writes the
+// times of a dirty inode back (fuse_write_inode) after the last close, and
+// an unlinked file has nowhere to keep them. Anything else is ENOENT.
+func (n *node) setattrGone(in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	const times = fuse.FATTR_ATIME | fuse.FATTR_MTIME | fuse.FATTR_CTIME | fuse.FATTR_FH |
+		fuse.FATTR_ATIME_NOW | fuse.FATTR_MTIME_NOW | fuse.FATTR_LOCKOWNER
+	st, err := n.removedStat()
+	if !n.m.opts.WritebackCache || in.Valid&^times != 0 || err != nil {
+		return syscall.ENOENT
 	}
 	n.attrOut(&st, out)
 	return 0

@@ -45,6 +45,7 @@ type Config struct {
 	LogLevel         string // a logrus level
 	AllowOther       bool
 	Passthrough      bool
+	WritebackCache   bool     // the kernel's FUSE writeback cache (fusefs.Options.WritebackCache)
 	ControlDir       string   // "" = control.DefaultDir()
 	Modules          []string // module plugins (.so) loaded at start (config_modules.go)
 	OOMScoreAdj      int      // the daemon's oom_score_adj (-1000..1000)

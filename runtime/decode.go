@@ -51,6 +51,7 @@ func (d *decoder) top(n *yaml.Node) error {
 		"log_level":            d.logLevel(&c.LogLevel),
 		"allow_other":          d.boolean(&c.AllowOther),
 		"passthrough":          d.boolean(&c.Passthrough),
+		"writeback_cache":      d.boolean(&c.WritebackCache),
 		"control_dir":          d.str(&c.ControlDir),
 		"modules":              d.modules,
 		"format_helper_memory": d.bytes(&c.FormatHelperMemory),

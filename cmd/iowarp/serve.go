@@ -149,11 +149,12 @@ func (d *daemon) open() error {
 	// The views log helper failures themselves, one line each.
 	d.fmts = helper.New(helper.Options{Size: 2, Deadline: omniDeadline, MemoryLimit: uint64(cfg.FormatHelperMemory)})
 	d.srv, err = fusefs.Mount(cfg.Mount, d.fsys, fusefs.Options{
-		AllowOther:  cfg.AllowOther,
-		Debug:       logrus.IsLevelEnabled(logrus.TraceLevel),
-		Passthrough: cfg.Passthrough,
-		IPCSocket:   d.ipc.srv.Path(),
-		OMNI:        &fusefs.OMNIOptions{Formats: d.fmts, Pool: d.pool, Registry: omni.DefaultRegistryDir()},
+		AllowOther:     cfg.AllowOther,
+		Debug:          logrus.IsLevelEnabled(logrus.TraceLevel),
+		Passthrough:    cfg.Passthrough,
+		WritebackCache: cfg.WritebackCache,
+		IPCSocket:      d.ipc.srv.Path(),
+		OMNI:           &fusefs.OMNIOptions{Formats: d.fmts, Pool: d.pool, Registry: omni.DefaultRegistryDir()},
 	})
 	if errors.Is(err, syscall.EPERM) && os.Geteuid() != 0 {
 		return fmt.Errorf("%w (iowarp mount needs root)", err)
