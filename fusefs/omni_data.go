@@ -349,6 +349,14 @@ func (p *plan) readPrivate(ctx context.Context, j, in int64, buf []byte) error {
 	if err != nil {
 		return err
 	}
+	// The files the data are stored in may have dirty pages: the helper
+	// reads them on the backing store (prepare wrote back only the
+	// dataset's own file).
+	if !g.d.o.throughMount() {
+		if err := g.d.o.m.fs.WriteBackAll(); err != nil {
+			return fmt.Errorf("write back before reading %s: %w", p.v.Path, err)
+		}
+	}
 	slab, _, blen := p.block(j)
 	st, err := g.d.o.staging.get(p.ppb * omniPage)
 	if err != nil {

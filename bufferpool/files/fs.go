@@ -220,6 +220,17 @@ func (fs *FS) Sync() error {
 	return fs.syncAll(syncFull)
 }
 
+// WriteBackAll writes every file's dirty pages back and fdatasyncs them,
+// without syncing files that are clean: what a reader of the backing
+// directory itself needs (a format helper following HDF5 external
+// storage into files the views know nothing of).
+func (fs *FS) WriteBackAll() error {
+	if fs.scratch {
+		return nil
+	}
+	return fs.syncAll(syncData)
+}
+
 func (fs *FS) syncAll(mode syncMode) error {
 	var first error
 	for _, f := range fs.liveFiles() {
