@@ -3,6 +3,7 @@
  * enters Go. */
 #include "shim.h"
 #include "_cgo_export.h"
+#include <sys/stat.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +27,7 @@ int iow_strict;
 int iow_ready;
 int iow_nofast;
 int iow_nofastwrite;
+int iow_nofastnew;
 
 extern struct iow_real_ent __start_iow_reals[], __stop_iow_reals[];
 
@@ -128,6 +130,7 @@ __attribute__((constructor)) static void iow_init(void)
 	iow_ipc_on = s && *s && strcmp(s, "0") != 0;
 	iow_nofast = getenv("IOWARP_NOFAST") != NULL;
 	iow_nofastwrite = getenv("IOWARP_NOFASTWRITE") != NULL;
+	iow_nofastnew = getenv("IOWARP_NOFASTNEW") != NULL;
 	iow_fdtable_init();
 	iow_paths_init(getenv("IOWARP_PATHS"));
 	iow_report_init();
@@ -472,6 +475,8 @@ static ssize_t fast_write(struct iow_ofd *o, int fd, const void *buf, size_t n, 
  * reaches the daemon, which serves the pool's current bytes. */
 static void kdrop(struct iow_ofd *o, int fd, off_t off, size_t n)
 {
+	if (o)
+		iow_fast_ksync(o, fd);
 	if (o && iow_fast_shared_writers(o))
 		iow_drop_cache(fd, off, n);
 }
@@ -486,6 +491,49 @@ void iow_drop_cache(int fd, off_t off, size_t n)
 	off_t len = n ? (off_t)((off + (off_t)n + 4095) & ~(off_t)4095) - a : 0;
 	posix_fadvise(fd, a, len, POSIX_FADV_DONTNEED);
 	errno = e;
+}
+
+void iow_ksync_fd(int fd)
+{
+	if (!iow_maybe_ours(fd))
+		return;
+	struct iow_ofd *o = iow_ofd_get(fd);
+	if (o) {
+		iow_fast_ksync(o, fd);
+		iow_ofd_put(o);
+	}
+}
+
+/* fstat of our fds: shims raise the size in shared memory, and the
+ * kernel's cached attributes may be younger than its timeout (one jiffy)
+ * while they lag: the kernel is made to see the size first. */
+DECL_REAL(fstat);
+DECL_REAL(fstat64);
+DECL_REAL_T(__fxstat, int (*)(int, int, struct stat *));
+DECL_REAL_T(__fxstat64, int (*)(int, int, struct stat64 *));
+
+int fstat(int fd, struct stat *st)
+{
+	iow_ksync_fd(fd);
+	return IOW_REAL(fstat)(fd, st);
+}
+
+int fstat64(int fd, struct stat64 *st)
+{
+	iow_ksync_fd(fd);
+	return IOW_REAL(fstat64)(fd, st);
+}
+
+int __fxstat(int v, int fd, struct stat *st)
+{
+	iow_ksync_fd(fd);
+	return IOW_REAL(__fxstat)(v, fd, st);
+}
+
+int __fxstat64(int v, int fd, struct stat64 *st)
+{
+	iow_ksync_fd(fd);
+	return IOW_REAL(__fxstat64)(v, fd, st);
 }
 
 static void kdrop_fd(int fd, off_t off, size_t n)
@@ -568,8 +616,10 @@ ssize_t iow_write(int fd, const void *buf, size_t n)
 				IOW_REAL(lseek)(fd, pos + r, SEEK_SET);
 		}
 	}
-	if (r == -2)
+	if (r == -2) {
+		iow_fast_ksync(o, fd); /* an O_APPEND write lands at the kernel's size */
 		r = kwrite(IOW_REAL(write)(fd, buf, n));
+	}
 	iow_ofd_put(o);
 	return r;
 }
@@ -663,6 +713,8 @@ ssize_t readv(int fd, const struct iovec *iov, int cnt)
 
 ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
+	if (iow_maybe_ours(fd))
+		kdrop_fd(fd, 0, 0); /* (O_APPEND: at the kernel's size) */
 	ssize_t r = IOW_REAL(writev)(fd, iov, cnt);
 	return iow_maybe_ours(fd) ? iov_call(r, 1) : r;
 }
@@ -725,6 +777,11 @@ ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int f
 
 off_t iow_lseek(int fd, off_t off, int whence)
 {
+	struct iow_ofd *o = whence == SEEK_SET || whence == SEEK_CUR ? NULL : iow_ofd_get(fd);
+	if (o) {
+		iow_fast_ksync(o, fd); /* SEEK_END, SEEK_DATA, SEEK_HOLE: the kernel's size */
+		iow_ofd_put(o);
+	}
 	if (iow_maybe_ours(fd))
 		IOW_ADD(calls, 1);
 	return IOW_REAL(lseek64)(fd, off, whence);

@@ -31,6 +31,7 @@ type file struct {
 	// exclusive for appends, truncation and fallocate.
 	mu          sync.RWMutex
 	size        atomic.Int64 // logical size of the file
+	shimmed     atomic.Bool  // a read-write shim map was granted: shims may raise the size (shim.go)
 	lastWrite   atomic.Int64 // UnixNano of the last data change
 	backingSize atomic.Int64 // size of the backing file: pages past it stage in as zeros
 	wbStart     atomic.Int64 // UnixNano when the running write-back began; 0 = none
@@ -208,6 +209,7 @@ func (f *file) drop() {
 
 // overlay puts the pool's view of size and mtime into st.
 func (f *file) overlay(st *unix.Stat_t) {
+	f.syncShim()
 	size := f.size.Load()
 	st.Size = size
 	if blocks := (size + 4095) / 4096 * 8; blocks > st.Blocks {
@@ -266,6 +268,7 @@ func (f *file) stager(i int64) bufferpool.Filler {
 
 // read reads at off; short at EOF.
 func (f *file) read(buf []byte, off int64) (int, error) {
+	f.syncShim()
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	size := f.size.Load()
@@ -360,6 +363,7 @@ func (f *file) writeOnce(data []byte, off int64, appending, inside bool) (int, i
 	if appending {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		f.syncShim()
 		off = f.size.Load()
 	} else {
 		f.mu.RLock()
@@ -441,6 +445,7 @@ func (f *file) truncate(size int64) error {
 	defer f.backingMu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.syncShim()
 	// The backing file first: if it refuses (EPERM, EIO), the pool keeps
 	// every page, dirty ones included, and the file is unchanged.
 	if !f.fs.scratch {
@@ -483,6 +488,7 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 	defer f.backingMu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.syncShim() // zero what shims wrote past the size the pool knew, too
 	switch {
 	case mode == 0 || mode == unix.FALLOC_FL_KEEP_SIZE:
 	case mode == punch, mode&^unix.FALLOC_FL_KEEP_SIZE == unix.FALLOC_FL_ZERO_RANGE:
@@ -566,6 +572,7 @@ const flushDelay = 100 * time.Millisecond
 // pressure its last dirty page (deferred reports it). Every outcome goes
 // to noteWriteBack.
 func (f *file) writeBackPages(r wbReq) (deferred bool, err error) {
+	f.syncShim() // the size and pages shims wrote go back too
 	if f.fs.scratch {
 		return false, nil
 	}

@@ -1,0 +1,204 @@
+package shimtest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// randFile writes n pseudo-random bytes to a file on tmpfs (outside the
+// mount) and returns its path and bytes.
+func randFile(t *testing.T, dir string, n int) (string, []byte) {
+	t.Helper()
+	b := make([]byte, n)
+	rand.New(rand.NewSource(int64(n))).Read(b)
+	p := filepath.Join(dir, "src.bin")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p, b
+}
+
+func sum(b []byte) string { return fmt.Sprintf("%x", sha256.Sum256(b)) }
+
+func requireSame(t *testing.T, what, p string, want []byte) {
+	t.Helper()
+	got, err := os.ReadFile(p)
+	if err != nil || sum(got) != sum(want) {
+		t.Fatalf("%s %s: %d bytes (want %d), sha256 equal %v, err %v", what, p, len(got), len(want), sum(got) == sum(want), err)
+	}
+}
+
+// requireFastWrites: the fast path carried most of the n bytes written.
+func requireFastWrites(t *testing.T, r Report, n int) {
+	t.Helper()
+	requireOurs(t, r)
+	if r.FastWrite < int64(n)*3/4 {
+		t.Fatalf("fast path carried %d of %d bytes written: %+v", r.FastWrite, n, r)
+	}
+}
+
+// TestNewFileFastWrite: dd and cp of new files under the shim place the new
+// pages in shared memory themselves (the lease, bufferpool/lease.go): the
+// fast path carries most bytes, the content is right on the mount at once
+// and, after a clean unmount, in the backing directory.
+func TestNewFileFastWrite(t *testing.T) {
+	setup(t)
+	dir, back, d := startOwnDaemon(t)
+	const n = 24<<20 + 12345 // not a whole number of pages
+	src, data := randFile(t, t.TempDir(), n)
+	_, r := run(t, dir, true, nil, "dd", "if="+src, "of=dd.bin", "bs=1M", "status=none")
+	requireFastWrites(t, r, n)
+	_, r = run(t, dir, true, nil, "cp", src, "cp.bin")
+	requireFastWrites(t, r, n)
+	_, r = run(t, dir, true, nil, "dd", "if="+src, "of=dd4k.bin", "bs=4096", "status=none")
+	requireFastWrites(t, r, n)
+	for _, name := range []string{"dd.bin", "cp.bin", "dd4k.bin"} {
+		requireSame(t, "on the mount", filepath.Join(dir, name), data)
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() != n {
+			t.Fatalf("stat %s: %v %v", name, st, err)
+		}
+	}
+	d.Process.Signal(syscall.SIGTERM)
+	d.Wait()
+	for _, name := range []string{"dd.bin", "cp.bin", "dd4k.bin"} {
+		requireSame(t, "in the backing dir after unmount", filepath.Join(back, name), data)
+	}
+}
+
+// TestExtendSeenOutside: while a shim writer extends a file in shared
+// memory, stat and tail -c of processes without the shim see the size
+// grow and the new bytes.
+func TestExtendSeenOutside(t *testing.T) {
+	bin := cc(t, "extend", "gcc")
+	onMount, _ := setup(t)
+	p := filepath.Join(onMount, "grow.bin")
+	rep := filepath.Join(t.TempDir(), "report")
+	cmd, stdin, out := startLines(t, "env", "IOWARP_REPORT="+rep, bin, p)
+	const step = 3<<20 + 7
+	for i := 1; i <= 4; i++ {
+		fmt.Fprintf(stdin, "%d\n", step)
+		out.expect("ok")
+		st, err := os.Stat(p)
+		if err != nil || st.Size() != int64(i*step) {
+			t.Fatalf("stat after %d extends: %v %v, want size %d", i, st, err, i*step)
+		}
+		tail, err := exec.Command("tail", "-c", "5", p).Output()
+		want := strings.Repeat(string(rune('a'+i-1)), 5)
+		if err != nil || string(tail) != want {
+			t.Fatalf("tail -c 5 after %d extends: %q %v, want %q", i, tail, err, want)
+		}
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	requireFastWrites(t, parseReport(t, rep), 4*step)
+}
+
+// TestNewDataDurable: a shim writes new pages (fast path), fsyncs, and the
+// daemon is killed -9: the backing file holds the bytes and the size.
+func TestNewDataDurable(t *testing.T) {
+	bin := cc(t, "extend", "gcc")
+	setup(t)
+	dir, back, d := startOwnDaemon(t)
+	p := filepath.Join(dir, "n.bin")
+	rep := filepath.Join(t.TempDir(), "report")
+	cmd, stdin, out := startLines(t, "env", "IOWARP_REPORT="+rep, bin, p)
+	const n = 5<<20 + 3
+	fmt.Fprintf(stdin, "%d\nsync\n", n)
+	out.expect("ok")
+	out.expect("synced")
+	d.Process.Signal(syscall.SIGKILL)
+	d.Wait()
+	stdin.Close()
+	cmd.Wait()
+	got, err := os.ReadFile(filepath.Join(back, "n.bin"))
+	if err != nil || len(got) != n || bytes.Count(got, []byte{'a'}) != n {
+		t.Fatalf("backing after fsync + kill -9: %d bytes (want %d), %d 'a', err %v", len(got), n, bytes.Count(got, []byte{'a'}), err)
+	}
+	requireFastWrites(t, parseReport(t, rep), n)
+}
+
+// TestLeaseFullTier: a shim burst larger than the RAM tier: the lease is
+// never more than the room left, so the writer falls back to the kernel
+// path when it is spent; nothing is lost and the tier's use never passes
+// its capacity (iowarp stat while it runs).
+func TestLeaseFullTier(t *testing.T) {
+	setup(t)
+	base := t.TempDir()
+	dir, back, ctl := filepath.Join(base, "mnt"), filepath.Join(base, "backing"), filepath.Join(base, "ctl")
+	os.MkdirAll(dir, 0o755)
+	os.MkdirAll(back, 0o755)
+	d := exec.Command(iowarp, "mount", dir, "--backing", back, "--ram", "16MiB", "--control-dir", ctl)
+	d.Stderr = os.Stderr
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		d.Process.Kill()
+		d.Wait()
+		exec.Command("umount", "-l", dir).Run()
+	})
+	for i := 0; i < 200 && !mounted(dir); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	const n = 64 << 20
+	src, data := randFile(t, t.TempDir(), n)
+	done := make(chan Report, 1)
+	go func() {
+		_, r := run(t, dir, true, nil, "dd", "if="+src, "of=big.bin", "bs=1M", "status=none")
+		done <- r
+	}()
+	var r Report
+	for running := true; running; {
+		select {
+		case r = <-done:
+			running = false
+		default:
+		}
+		used, capacity := ramUse(t, dir, ctl)
+		if used > capacity {
+			t.Fatalf("RAM tier uses %d of %d bytes", used, capacity)
+		}
+	}
+	requireOurs(t, r)
+	if r.FastWrite == 0 || r.KernelWrite == 0 || r.FastWrite+r.KernelWrite != n {
+		t.Fatalf("want both paths to carry the burst: %+v", r)
+	}
+	requireSame(t, "on the mount", filepath.Join(dir, "big.bin"), data)
+	d.Process.Signal(syscall.SIGTERM)
+	d.Wait()
+	requireSame(t, "in the backing dir after unmount", filepath.Join(back, "big.bin"), data)
+}
+
+// ramUse reads the RAM tier's use and capacity from iowarp stat.
+func ramUse(t *testing.T, dir, ctl string) (used, capacity int64) {
+	t.Helper()
+	out, err := exec.Command(iowarp, "stat", dir, "--control-dir", ctl, "--json").Output()
+	if err != nil {
+		t.Fatalf("iowarp stat: %v", err)
+	}
+	var st struct {
+		Pool struct {
+			Tiers []struct {
+				Kind     string `json:"kind"`
+				Capacity int64  `json:"capacity"`
+				Used     int64  `json:"used"`
+			} `json:"tiers"`
+		} `json:"pool"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil || len(st.Pool.Tiers) == 0 || st.Pool.Tiers[0].Kind != "ram" {
+		t.Fatalf("iowarp stat: %v: %s", err, out)
+	}
+	return st.Pool.Tiers[0].Used, st.Pool.Tiers[0].Capacity
+}
