@@ -202,3 +202,88 @@ func ramUse(t *testing.T, dir, ctl string) (used, capacity int64) {
 	}
 	return st.Pool.Tiers[0].Used, st.Pool.Tiers[0].Capacity
 }
+
+// TestLeaseClientKilled: a shim client killed -9 in the middle of a burst
+// of new data: the daemon goes on serving the file, and once the kernel
+// released the dead client's fd the lease is given back (the RAM tier's
+// use is its pages' again).
+func TestLeaseClientKilled(t *testing.T) {
+	bin := cc(t, "extend", "gcc")
+	setup(t)
+	dir, _, _ := startOwnDaemon(t)
+	ctl := filepath.Join(filepath.Dir(dir), "ctl")
+	p := filepath.Join(dir, "k.bin")
+	cmd, stdin, out := startLines(t, bin, p)
+	fmt.Fprintf(stdin, "%d\n", 4<<20)
+	out.expect("ok")
+	if _, reserved := leaseOf(t, dir, ctl); reserved <= 0 {
+		t.Fatalf("no lease held while the writer runs (used - pages = %d)", reserved)
+	}
+	fmt.Fprintf(stdin, "%d\n", 1<<30)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	var reserved int64
+	for i := 0; i < 200; i++ {
+		if _, reserved = leaseOf(t, dir, ctl); reserved == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if reserved != 0 {
+		t.Fatalf("the dead client's lease was not given back: %d bytes reserved past the pages", reserved)
+	}
+	st, err := os.Stat(p)
+	if err != nil || st.Size() < 4<<20 {
+		t.Fatalf("stat after the kill: %v %v", st, err)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil || int64(len(got)) != st.Size() || bytes.Count(got[:4<<20], []byte{'a'}) != 4<<20 {
+		t.Fatalf("read after the kill: %d bytes, err %v", len(got), err)
+	}
+}
+
+// leaseOf reads the RAM tier from iowarp stat: its blobs and the bytes it
+// has reserved past them (leases; pages are 1 MiB).
+func leaseOf(t *testing.T, dir, ctl string) (blobs, reserved int64) {
+	t.Helper()
+	out, err := exec.Command(iowarp, "stat", dir, "--control-dir", ctl, "--json").Output()
+	if err != nil {
+		t.Fatalf("iowarp stat: %v", err)
+	}
+	var st struct {
+		Pool struct {
+			Tiers []struct {
+				Used  int64 `json:"used"`
+				Blobs int64 `json:"blobs"`
+			} `json:"tiers"`
+		} `json:"pool"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil || len(st.Pool.Tiers) == 0 {
+		t.Fatalf("iowarp stat: %v: %s", err, out)
+	}
+	tr := st.Pool.Tiers[0]
+	return tr.Blobs, tr.Used - tr.Blobs<<20
+}
+
+// TestVectorFast: readv, writev, preadv, pwritev, preadv2 and pwritev2
+// (flags 0) on a new file take the fast path whole: every byte written
+// and read moved through shared memory, none through the kernel, and the
+// file holds them (a process without the shim reads them).
+func TestVectorFast(t *testing.T) {
+	bin := cc(t, "vec", "gcc")
+	onMount, _ := setup(t)
+	p := filepath.Join(onMount, "v.bin")
+	out, r := run(t, onMount, true, nil, bin, p)
+	if out != "ok\n" {
+		t.Fatalf("vec: %s", out)
+	}
+	const k = 100000
+	if r.FastWrite != 6*k || r.KernelWrite != 0 || r.FastRead != 9*k || r.KernelRead != 0 {
+		t.Fatalf("want 6*%d bytes written and 9*%d read on the fast path: %+v", k, k, r)
+	}
+	var want []byte
+	for _, c := range "abcbca" {
+		want = append(want, bytes.Repeat([]byte{byte(c)}, k)...)
+	}
+	requireSame(t, "without the shim", p, want)
+}
