@@ -460,6 +460,31 @@ func (b *Bucket) SharedSize() int64 {
 	return -1
 }
 
+// ClaimSharedSize reserves [from, to) at the end of the file for an
+// append: it raises the shared size to to if the size is at most from
+// (the owner's own writes may not be published yet), and fails if it is
+// past from (a shim appended meanwhile: the owner folds the new size in
+// and tries again at it). Shims' appends reserve theirs with the same
+// compare-and-swap (adapters/posix/fast.c), so no two overlap. True
+// without a table.
+func (b *Bucket) ClaimSharedSize(from, to int64) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	pt := b.pt
+	if pt == nil {
+		return true
+	}
+	for {
+		cur := atomic.LoadInt64(pt.size())
+		if cur > from {
+			return false
+		}
+		if atomic.CompareAndSwapInt64(pt.size(), cur, to) {
+			return true
+		}
+	}
+}
+
 // maxInt64 raises *p to v (atomic max).
 func maxInt64(p *int64, v int64) {
 	for {

@@ -361,21 +361,17 @@ static void grow(const struct fastmap *m, uint64_t end)
 		;
 }
 
-ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
+/* enter adds this writer to the table's writers and returns seq (odd: the
+ * daemon holds the lock, and the writer must leave at once). */
+static uint64_t enter(const struct fastmap *m)
 {
-	struct fastmap *m = (struct fastmap *)o->gohandle;
-	if (!m || !m->writable || n == 0 || off < 0 || (uint64_t)off + n < (uint64_t)off)
-		return -2;
-	char *pt = m->pt;
-	int64_t *writers = (int64_t *)(pt + IOW_PT_OFF_WRITERS);
-	uint64_t end = (uint64_t)off + n;
-	uint64_t first = (uint64_t)off / m->ps, last = (end - 1) / m->ps;
+	int64_t *writers = (int64_t *)(m->pt + IOW_PT_OFF_WRITERS);
 	uint64_t s;
 	for (int attempt = 0;; attempt++) {
 		__atomic_fetch_add(writers, 1, __ATOMIC_SEQ_CST);
-		s = __atomic_load_n((uint64_t *)(pt + IOW_PT_OFF_SEQ), __ATOMIC_SEQ_CST);
+		s = __atomic_load_n((uint64_t *)(m->pt + IOW_PT_OFF_SEQ), __ATOMIC_SEQ_CST);
 		if (!(s & 1) || attempt == 64)
-			break;
+			return s;
 		/* The daemon holds the bucket's lock (a harvest or a lease
 		 * refill: microseconds): step out so that it can go on, and come
 		 * back; past a few spins, give it the CPU. */
@@ -386,35 +382,63 @@ ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
 		else
 			syscall(SYS_sched_yield);
 	}
-	uint32_t fl = __atomic_load_n((uint32_t *)(pt + IOW_PT_OFF_FLAGS), __ATOMIC_SEQ_CST);
-	int64_t size = __atomic_load_n((int64_t *)(pt + IOW_PT_OFF_SIZE), __ATOMIC_SEQ_CST);
-	int mapped = mapped_elsewhere(m);
-	int64_t k = -1;
-	if (!(s & 1) && !(fl & IOW_PTF_POISONED) && size >= 0 && !mapped) {
-		k = end > (uint64_t)size && iow_nofastnew ? -1 : room(m, first, last, size);
-		if (k > 0 && !take_lease(m, k))
-			k = -1; /* the lease is spent: the kernel path until it is refilled */
-	}
-	if (k < 0) {
-		__atomic_fetch_sub(writers, 1, __ATOMIC_RELEASE);
-		IOW_ADD(fast_misses, 1);
-		if ((s & 1) || (fl & IOW_PTF_POISONED) || size < 0 || end > (uint64_t)size || mapped)
-			return -2; /* extending writes the shim cannot place stay on the kernel path */
-		return ipc_io(o, m, (void *)buf, n, off, 1);
-	}
+}
+
+static void leave(const struct fastmap *m)
+{
+	__atomic_fetch_sub((int64_t *)(m->pt + IOW_PT_OFF_WRITERS), 1, __ATOMIC_RELEASE);
+}
+
+/* place copies n bytes at off into pages [first, last], creating the k
+ * new ones, and sets their dirty bits and the hint. Inside enter/leave. */
+static void place(const struct fastmap *m, const void *buf, size_t n, uint64_t off, uint64_t first, uint64_t last, int64_t k)
+{
 	uint64_t hint = IOW_PT_HINT_DIRTY;
 	if (k > 0) {
 		create(m, first, last);
 		hint |= IOW_PT_HINT_NEW;
 	}
-	uint64_t *dirty = (uint64_t *)(pt + IOW_PT_OFF_DIRTY);
+	uint64_t *dirty = (uint64_t *)(m->pt + IOW_PT_OFF_DIRTY);
 	for (uint64_t i = first; i <= last; i++)
 		__atomic_fetch_or(&dirty[i / 64], 1ull << (i % 64), __ATOMIC_RELAXED);
 	memcpy(m->data + off, buf, n);
+	__atomic_fetch_or((uint64_t *)(m->pt + IOW_PT_OFF_HINT), hint, __ATOMIC_RELAXED);
+}
+
+/* refused: the daemon's lock, poison or a shared map of the file. */
+static int refused(const struct fastmap *m, uint64_t s)
+{
+	uint32_t fl = __atomic_load_n((uint32_t *)(m->pt + IOW_PT_OFF_FLAGS), __ATOMIC_SEQ_CST);
+	return (s & 1) || (fl & IOW_PTF_POISONED) || mapped_elsewhere(m);
+}
+
+ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
+{
+	struct fastmap *m = (struct fastmap *)o->gohandle;
+	if (!m || !m->writable || n == 0 || off < 0 || (uint64_t)off + n < (uint64_t)off)
+		return -2;
+	uint64_t end = (uint64_t)off + n;
+	uint64_t first = (uint64_t)off / m->ps, last = (end - 1) / m->ps;
+	uint64_t s = enter(m);
+	int no = refused(m, s);
+	int64_t size = __atomic_load_n((int64_t *)(m->pt + IOW_PT_OFF_SIZE), __ATOMIC_SEQ_CST);
+	int64_t k = -1;
+	if (!no && size >= 0) {
+		k = end > (uint64_t)size && iow_nofastnew ? -1 : room(m, first, last, size);
+		if (k > 0 && !take_lease(m, k))
+			k = -1; /* the lease is spent: the kernel path until it is refilled */
+	}
+	if (k < 0) {
+		leave(m);
+		IOW_ADD(fast_misses, 1);
+		if (no || size < 0 || end > (uint64_t)size)
+			return -2; /* extending writes the shim cannot place stay on the kernel path */
+		return ipc_io(o, m, (void *)buf, n, off, 1);
+	}
+	place(m, buf, n, (uint64_t)off, first, last, k);
 	if (end > (uint64_t)size)
 		grow(m, end);
-	__atomic_fetch_or((uint64_t *)(pt + IOW_PT_OFF_HINT), hint, __ATOMIC_RELAXED);
-	__atomic_fetch_sub(writers, 1, __ATOMIC_RELEASE);
+	leave(m);
 	IOW_ADD(fast_hits, 1);
 	IOW_ADD(fast_write, n);
 	return (ssize_t)n;

@@ -609,7 +609,8 @@ ssize_t iow_write(int fd, const void *buf, size_t n)
 	int fl = __atomic_load_n(&o->flags, __ATOMIC_RELAXED);
 	if (fast_ok(o) && (fl & O_ACCMODE) != O_RDONLY && !(fl & O_APPEND)) {
 		/* write(2) on the fast path: the kernel offset is the truth.
-		 * Appends stay in the kernel (atomic at EOF). */
+		 * Appends stay in the kernel (atomic at EOF, where the daemon
+		 * reserves their range against shims: bufferpool/files). */
 		off_t pos = IOW_REAL(lseek)(fd, 0, SEEK_CUR);
 		if (pos >= 0) {
 			r = fast_write(o, fd, buf, n, pos);

@@ -343,6 +343,9 @@ func (f *file) writeMode(data []byte, off int64, appending, inside bool) (int, e
 			return total, err
 		}
 		data, off = data[n:], at+int64(n)
+		// The rest of an append goes on where it stopped: its range
+		// is reserved (claimAppend), another append may follow it.
+		appending = false
 		if n > 0 {
 			// Queue what is written so far: the room this write waits
 			// for may be its own pages, written back.
@@ -363,8 +366,7 @@ func (f *file) writeOnce(data []byte, off int64, appending, inside bool) (int, i
 	if appending {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.syncShim()
-		off = f.size.Load()
+		off = f.claimAppend(int64(len(data)))
 	} else {
 		f.mu.RLock()
 		defer f.mu.RUnlock()

@@ -24,14 +24,21 @@ func (fs *FS) PageSize() int64 { return fs.ps }
 // the kernel cached of the file). notify may be nil.
 func (h *Handle) ShimMaps(writable bool, notify func()) (tableFd, dataFd int, err error) {
 	f := h.f
+	// Exclusive: an append in progress (which reserved no range while no
+	// shim could append) ends before shims see the size.
+	f.mu.Lock()
 	tableFd, dataFd, err = f.bucket.PageTable(writable)
 	if err != nil {
+		f.mu.Unlock()
 		return -1, -1, err
 	}
 	f.shareSize()
-	f.bucket.OnShimHarvest(f.shimHarvested)
 	if writable {
 		f.shimmed.Store(true)
+	}
+	f.mu.Unlock()
+	f.bucket.OnShimHarvest(f.shimHarvested)
+	if writable {
 		shimWatch(f, notify)
 		f.refillLease()
 	}
@@ -51,6 +58,21 @@ func (f *file) refillLease() {
 		return
 	}
 	f.bucket.RefillShimLease(step)
+}
+
+// claimAppend returns where an append of n bytes goes, with f.mu held
+// exclusively: the end of the file, reserved against shims' appends in
+// the shared size (bufferpool.Bucket.ClaimSharedSize), so that appends
+// through both doors land one after the other. (One too large for the
+// file claims nothing: writeOnce refuses it.)
+func (f *file) claimAppend(n int64) int64 {
+	for {
+		f.syncShim()
+		off := f.size.Load()
+		if !f.shimmed.Load() || n > maxFileSize-off || f.bucket.ClaimSharedSize(off, off+n) {
+			return off
+		}
+	}
 }
 
 // syncShim folds what shims did to the file into the pool's view: their
