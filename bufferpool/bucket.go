@@ -104,6 +104,7 @@ type Bucket struct {
 	mu     seqMutex // write side makes the shared page table's seq odd
 	dead   bool
 	pt     *pageTable // shared page table (PageTable), nil until asked for
+	leased int64      // bytes of tier 0 reserved for pages shims may create (lease.go)
 	pages  map[int64]*blob
 	named  map[string]*blob
 	segs   []*segment // per tier, nil while closed
@@ -234,6 +235,8 @@ func (b *Bucket) enterTierLocked(bl *blob, t int) {
 	bl.tier = t
 	if t == 0 && bl.page >= 0 {
 		b.ptSetLocked(bl.page, true)
+	} else if bl.page >= 0 {
+		b.raiseSizeForLocked(bl.page)
 	}
 	ts := b.p.tiers[t]
 	ts.blobs.Add(1)

@@ -100,8 +100,17 @@ func TestPageTable(t *testing.T) {
 	if ptBit(pt, 1) || !ptBit(pt, 0) {
 		t.Fatal("truncate to one page: bits wrong")
 	}
+	// The truncation lowered the shared size; SetSharedSize only raises
+	// it (shims raise it too: bufferpool/lease.go).
+	if got := atomic.LoadInt64((*int64)(ptrAt(pt.mem, 16))); got != ps {
+		t.Fatalf("shared size after truncate %d, want %d", got, ps)
+	}
 	b.SetSharedSize(12345)
-	if got := atomic.LoadInt64((*int64)(ptrAt(pt.mem, 16))); got != 12345 {
+	if got := atomic.LoadInt64((*int64)(ptrAt(pt.mem, 16))); got != ps {
+		t.Fatalf("SetSharedSize lowered the shared size to %d", got)
+	}
+	b.SetSharedSize(3*ps + 5)
+	if got := atomic.LoadInt64((*int64)(ptrAt(pt.mem, 16))); got != 3*ps+5 {
 		t.Fatalf("shared size %d", got)
 	}
 	if ptSeq(pt)%2 != 0 {

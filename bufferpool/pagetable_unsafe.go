@@ -93,6 +93,8 @@ const (
 	// (adapters/posix/mmap.c): not 0 sends every shim to the kernel path.
 	// The daemon never reads it; it resets it with the writer count.
 	ptOffMappers  = abi.PTOffMappers
+	ptOffLease    = abi.PTOffLease
+	ptOffCover    = abi.PTOffCover
 	ptOffResident = abi.PTOffResident
 	ptOffDirty    = abi.PTOffDirty
 
@@ -163,10 +165,11 @@ type pageTable struct {
 	cover int64
 }
 
-func (pt *pageTable) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&pt.mem[off])) }
-func (pt *pageTable) flags() *uint32       { return (*uint32)(unsafe.Pointer(&pt.mem[ptOffFlags])) }
-func (pt *pageTable) writers() *int64      { return (*int64)(unsafe.Pointer(&pt.mem[ptOffWriters])) }
-func (pt *pageTable) size() *int64         { return (*int64)(unsafe.Pointer(&pt.mem[ptOffSize])) }
+func (pt *pageTable) word(off int) *uint64  { return (*uint64)(unsafe.Pointer(&pt.mem[off])) }
+func (pt *pageTable) word64(off int) *int64 { return (*int64)(unsafe.Pointer(&pt.mem[off])) }
+func (pt *pageTable) flags() *uint32        { return (*uint32)(unsafe.Pointer(&pt.mem[ptOffFlags])) }
+func (pt *pageTable) writers() *int64       { return (*int64)(unsafe.Pointer(&pt.mem[ptOffWriters])) }
+func (pt *pageTable) size() *int64          { return (*int64)(unsafe.Pointer(&pt.mem[ptOffSize])) }
 
 // writersOut reports whether no shim writer is inside a page (seq is odd,
 // so none can enter). A poisoned table is never waited for.
@@ -253,6 +256,7 @@ func (b *Bucket) coverLocked(pt *pageTable, end int64) error {
 		return err
 	}
 	pt.cover = end
+	atomic.StoreUint64(pt.word(ptOffCover), uint64(end))
 	return nil
 }
 
@@ -261,11 +265,18 @@ func (b *Bucket) coverLocked(pt *pageTable, end int64) error {
 // version. Runs under the write lock with every shim writer out.
 func (b *Bucket) harvestLocked() {
 	pt := b.pt
-	if pt == nil || atomic.SwapUint64(pt.word(ptOffHint), 0) == 0 {
+	if pt == nil {
+		return
+	}
+	hint := atomic.SwapUint64(pt.word(ptOffHint), 0)
+	if hint == 0 {
 		return
 	}
 	now := time.Now().UnixNano()
 	n := 0
+	if hint&abi.PTHintNew != 0 {
+		n += b.adoptNewLocked(pt, now)
+	}
 	for i, bl := range b.pages {
 		if bl.tier != 0 || i >= ptMaxPages {
 			continue
@@ -303,6 +314,15 @@ func (b *Bucket) HarvestShimWrites() int {
 		b.mu.Unlock()
 	}
 	return int(b.harvested.Swap(0))
+}
+
+// HarvestShim folds the shim's dirty bits and new pages into the pool now,
+// leaving the count for HarvestShimWrites.
+func (b *Bucket) HarvestShim() {
+	if b.shimDirtyHint() {
+		b.mu.Lock() // harvests
+		b.mu.Unlock()
+	}
 }
 
 // OnShimHarvest sets fn, called under the bucket's write lock with the
@@ -360,6 +380,7 @@ func (b *Bucket) ResetShimWriters() {
 		atomic.StoreInt64(pt.writers(), 0)
 	}
 	atomic.StoreUint64(pt.word(ptOffMappers), 0) // maps of clients gone: no one can store through them
+	b.returnLeaseLocked()
 	atomic.AndUint32(pt.flags(), ^uint32(ptPoisoned|ptWritable))
 }
 
@@ -399,6 +420,8 @@ func (b *Bucket) newPageTableLocked() (*pageTable, error) {
 	*pt.word(ptOffPageSize) = uint64(b.pageSize)
 	*pt.word(ptOffNbits) = ptMaxPages
 	*pt.word(ptOffSeq) = 1 // odd: we hold the lock; Unlock makes it even
+	*pt.word(ptOffCover) = uint64(s0size(b))
+	pt.cover = s0size(b)
 	for i, bl := range b.pages {
 		if bl.tier == 0 && i < ptMaxPages && b.coverLocked(pt, (i+1)*b.pageSize) == nil {
 			pt.setLocked(i, true)
@@ -409,16 +432,67 @@ func (b *Bucket) newPageTableLocked() (*pageTable, error) {
 	return pt, nil
 }
 
-// SetSharedSize publishes the file's size in the page table (if any).
-// It is also the size the journal logs with the file's pages.
+// SetSharedSize publishes the file's size in the page table (if any),
+// raising it only: shims raise it too (extending writes, lease.go), and a
+// size they published and the owner has not folded in yet must not be
+// lowered; a truncation lowers it under the write lock
+// (shrinkSharedSizeLocked). It is also the size the journal logs with the
+// file's pages.
 func (b *Bucket) SetSharedSize(size int64) {
 	b.jsize.Store(size)
 	b.mu.RLock()
 	if pt := b.pt; pt != nil {
-		atomic.StoreInt64(pt.size(), size)
+		maxInt64(pt.size(), size)
 	}
 	b.jsizeChangedLocked()
 	b.mu.RUnlock()
+}
+
+// SharedSize is the size published in the page table: the owner's, or
+// larger where shims extended the file since the owner last looked; -1
+// without a table.
+func (b *Bucket) SharedSize() int64 {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if pt := b.pt; pt != nil {
+		return atomic.LoadInt64(pt.size())
+	}
+	return -1
+}
+
+// ClaimSharedSize reserves [from, to) at the end of the file for an
+// append: it raises the shared size to to if the size is at most from
+// (the owner's own writes may not be published yet), and fails if it is
+// past from (a shim appended meanwhile: the owner folds the new size in
+// and tries again at it). Shims' appends reserve theirs with the same
+// compare-and-swap (adapters/posix/fast.c), so no two overlap. True
+// without a table.
+func (b *Bucket) ClaimSharedSize(from, to int64) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	pt := b.pt
+	if pt == nil {
+		return true
+	}
+	for {
+		cur := atomic.LoadInt64(pt.size())
+		if cur > from {
+			return false
+		}
+		if atomic.CompareAndSwapInt64(pt.size(), cur, to) {
+			return true
+		}
+	}
+}
+
+// maxInt64 raises *p to v (atomic max).
+func maxInt64(p *int64, v int64) {
+	for {
+		cur := atomic.LoadInt64(p)
+		if v <= cur || atomic.CompareAndSwapInt64(p, cur, v) {
+			return
+		}
+	}
 }
 
 // shrinkSharedSizeLocked lowers the published size to size at once (a
@@ -443,6 +517,7 @@ func (b *Bucket) dropPageTableLocked() {
 	for i := range pt.bits {
 		atomic.StoreUint64(&pt.bits[i], 0)
 	}
+	b.returnLeaseLocked()
 	b.mu.pt.Store(nil) // seq is odd (we hold the lock) and stays so: Unlock no longer bumps it
 	unix.Munmap(pt.mem)
 	unix.Close(pt.fd)
@@ -451,3 +526,11 @@ func (b *Bucket) dropPageTableLocked() {
 
 // ptrAt is the address of mem[off] (tests read a reader's mapping).
 func ptrAt(mem []byte, off int) unsafe.Pointer { return unsafe.Pointer(&mem[off]) }
+
+// s0size is the size of the bucket's first-tier segment (0 without one).
+func s0size(b *Bucket) int64 {
+	if s := b.segs[0]; s != nil {
+		return s.seg.Size()
+	}
+	return 0
+}

@@ -264,7 +264,7 @@ func grant(b []byte, cred *unix.Ucred) ([]int, string, syscall.Errno) {
 	if errno != 0 {
 		return nil, "", errno
 	}
-	fds, errno := grantMaps(o, req.id, req.acc == syscall.O_RDWR)
+	fds, errno := grantMaps(o, req.id, req.acc != syscall.O_RDONLY)
 	if errno != 0 {
 		return nil, "", errno
 	}
@@ -280,8 +280,8 @@ func authorize(req grantReq, cred *unix.Ucred) (*shimOpen, syscall.Errno) {
 	if !hmac.Equal(want[:], req.token[:]) {
 		return nil, syscall.EPERM
 	}
-	if req.acc != syscall.O_RDONLY && req.acc != syscall.O_RDWR {
-		return nil, syscall.EACCES // a map needs read access
+	if req.acc != syscall.O_RDONLY && req.acc != syscall.O_RDWR && req.acc != syscall.O_WRONLY {
+		return nil, syscall.EINVAL
 	}
 	shimReg.mu.Lock()
 	o := shimReg.byID[req.id]
@@ -289,7 +289,19 @@ func authorize(req grantReq, cred *unix.Ucred) (*shimOpen, syscall.Errno) {
 	if o == nil || o.key != k {
 		return nil, syscall.ESTALE
 	}
+	if req.acc == syscall.O_WRONLY && !peerMayRead(o.h, cred) {
+		return nil, syscall.EACCES // a map needs read access
+	}
 	return o, 0
+}
+
+// peerMayRead reports whether the peer could open the file for reading
+// too (mayRead): a write-only open is then granted the read-write map its
+// writes need, and the read access the map brings is one the process has
+// anyway.
+func peerMayRead(h *files.Handle, cred *unix.Ucred) bool {
+	st, err := h.Getattr()
+	return err == nil && mayRead(&st, files.Cred{Uid: cred.Uid, Gid: cred.Gid})
 }
 
 // grantMaps reopens the page table and the segment of o's file with the
@@ -340,7 +352,12 @@ func countWriter(o *shimOpen, id uint64) {
 	}
 	if first {
 		// From now on the kernel must not serve this inode from
-		// pages the shim can change behind it.
+		// pages the shim can change behind it, nor from attributes
+		// cached before its replies came with no timeout (shims raise
+		// the size: fstat of the shim's own fd must see it). The
+		// attributes go before the grant's reply (no page locks: a
+		// negative offset invalidates them alone).
+		o.n.NotifyContent(-1, 0)
 		go o.n.NotifyContent(0, 0)
 	}
 }

@@ -241,7 +241,19 @@ func (n *node) observe(st *unix.Stat_t) {
 func (n *node) attrOut(st *unix.Stat_t, out *fuse.AttrOut) {
 	n.observe(st)
 	fillAttr(st, &out.Attr)
-	out.SetTimeout(n.m.attrTTL)
+	out.SetTimeout(n.attrTTL())
+}
+
+// attrTTL is how long the kernel may cache n's attributes: not at all
+// while a shim may write n, since shims raise its size in shared memory
+// (bufferpool/lease.go) and stat, lseek(SEEK_END) and O_APPEND of other
+// processes must see it at once. (One nanosecond, not 0: go-fuse puts
+// the mount's default in place of a 0.)
+func (n *node) attrTTL() time.Duration {
+	if shimWriting(n) {
+		return time.Nanosecond
+	}
+	return n.m.attrTTL
 }
 
 // entryOut fills the reply of a lookup or a create for child ch.
@@ -251,7 +263,11 @@ func (n *node) entryOut(ch *fs.Inode, st *unix.Stat_t, out *fuse.EntryOut) {
 	}
 	fillAttr(st, &out.Attr)
 	out.SetEntryTimeout(n.m.entryTTL)
-	out.SetAttrTimeout(n.m.attrTTL)
+	ttl := n.m.attrTTL
+	if c, ok := ch.Operations().(*node); ok {
+		ttl = c.attrTTL()
+	}
+	out.SetAttrTimeout(ttl)
 }
 
 // stat is fstat through f when the kernel names a handle (it works after

@@ -16,7 +16,7 @@
 #define IOW_GRANT_VERSION 1u
 #define IOW_GRANT_IPC_PATH_MAX 108 /* the ipc socket's path after the reply's head, NUL included */
 #define IOW_PT_MAGIC 0x50574f49u /* "IOWP" */
-#define IOW_PT_VERSION 2u
+#define IOW_PT_VERSION 3u
 #define IOW_PT_MAX_PAGES 1048576ul /* pages past it are never hits */
 #define IOW_PT_BITMAP 131072ul /* bytes of one bitmap */
 #define IOW_PT_OFF_RESIDENT 4096ul /* resident bitmap (written by the daemon only) */
@@ -24,6 +24,8 @@
 #define IOW_PT_SIZE 266240ul /* the whole table */
 #define IOW_PTF_WRITABLE 1u /* read-write maps were handed out */
 #define IOW_PTF_POISONED 2u /* shim writes refused */
+#define IOW_PT_HINT_DIRTY 1u /* hint: a shim set a dirty bit */
+#define IOW_PT_HINT_NEW 2u /* hint: a shim created a page */
 
 /* The capability the daemon returns for an fd on the mount (IOW_IOC_CAP). */
 #define IOW_CAP_SIZE 256
@@ -126,6 +128,8 @@ _Static_assert(offsetof(struct iow_grant_reply, pad) == IOW_GRANT_REPLY_OFF_PAD,
 #define IOW_PT_OFF_WRITERS 64
 #define IOW_PT_OFF_HINT 72
 #define IOW_PT_OFF_MAPPERS 80
+#define IOW_PT_OFF_LEASE 128
+#define IOW_PT_OFF_COVER 136
 struct iow_pt_header {
 	uint32_t magic; /* IOW_PT_MAGIC */
 	uint32_t version; /* IOW_PT_VERSION */
@@ -138,7 +142,10 @@ struct iow_pt_header {
 	int64_t writers; /* shim writers inside a page (own cache line) */
 	uint64_t hint; /* non-zero once a shim write set a dirty bit */
 	int64_t mappers; /* shims' shared maps of the file (mmap.c) */
-	uint8_t pad88[4008];
+	uint8_t pad88[40];
+	int64_t lease; /* pages shims may still create (own cache line) */
+	uint64_t cover; /* bytes of the segment that exist */
+	uint8_t pad144[3952];
 };
 _Static_assert(sizeof(struct iow_pt_header) == IOW_PT_HEADER, "iow_pt_header size");
 _Static_assert(offsetof(struct iow_pt_header, magic) == IOW_PT_OFF_MAGIC, "iow_pt_header.magic");
@@ -151,6 +158,8 @@ _Static_assert(offsetof(struct iow_pt_header, flags) == IOW_PT_OFF_FLAGS, "iow_p
 _Static_assert(offsetof(struct iow_pt_header, writers) == IOW_PT_OFF_WRITERS, "iow_pt_header.writers");
 _Static_assert(offsetof(struct iow_pt_header, hint) == IOW_PT_OFF_HINT, "iow_pt_header.hint");
 _Static_assert(offsetof(struct iow_pt_header, mappers) == IOW_PT_OFF_MAPPERS, "iow_pt_header.mappers");
+_Static_assert(offsetof(struct iow_pt_header, lease) == IOW_PT_OFF_LEASE, "iow_pt_header.lease");
+_Static_assert(offsetof(struct iow_pt_header, cover) == IOW_PT_OFF_COVER, "iow_pt_header.cover");
 
 _Static_assert(IOW_IOC_CAP == _IOWR('W', 0x57, struct iow_cap), "IOW_IOC_CAP");
 

@@ -26,8 +26,9 @@
 // Hits touch shared memory only (fast.c). The capability names a grant at
 // the daemon's grant socket; the shim presents it with its token and gets
 // the fds of the file's page table and RAM-tier segment, opened by the
-// daemon read-only for an O_RDONLY open and read-write for an O_RDWR one
-// (fusefs/grant.go), and maps them.
+// daemon read-only for an O_RDONLY open and read-write for an O_RDWR one,
+// or an O_WRONLY one whose uid may also read the file (fusefs/grant.go),
+// and maps them.
 //
 //   - A read whose pages are all resident is a seqlock read (seq even,
 //     residency bits, memcpy, seq unchanged).
@@ -38,12 +39,31 @@
 //     writers to drain, so no page moves under a writer, and harvests the
 //     dirty bits into the pool before write-back, fsync, eviction or
 //     demotion (bufferpool/pagetable_unsafe.go).
+//   - New data (bufferpool/lease.go): a write past the size whose pages
+//     are resident, or new (their first byte at or past the size: no old
+//     data to stage in, inside the segment's cover), lands in shared
+//     memory too: the shim takes the new pages out of the file's lease
+//     (first-tier capacity the daemon reserved, refilled in 64 MiB steps
+//     by its harvester; a spent lease sends writes to the kernel until
+//     the refill, nothing lost), marks them resident and dirty, copies,
+//     and raises the shared size with an atomic max. The daemon adopts
+//     the pages at its next write lock and folds the size in before every
+//     stat, read, lseek, append, truncate, fallocate and write-back.
+//     IOWARP_NOFASTNEW=1 keeps such writes on the kernel path.
+//   - The kernel keeps its own copy of the size (copy_file_range,
+//     sendfile, mmap faults, SEEK_END and O_APPEND use it): before those,
+//     and before fstat of our fds, the shim makes it current with a forced
+//     statx when the shared size moved (iow_fast_ksync). Attributes of a
+//     file a shim may write are cached for 1 ns (one jiffy in practice).
+//   - Vector calls (readv, writev, preadv, pwritev, preadv2/pwritev2 with
+//     no flags) of at most 4 MiB take the fast path as one contiguous
+//     call through a bounce buffer.
 //   - Everything else takes the kernel path on the same fd, with nothing
 //     moved: a miss (the daemon stages the page in; the next access hits),
-//     a write that extends the file, an append (O_APPEND: atomic in the
-//     kernel), vector calls, truncate, fsync (the daemon harvests first,
-//     so fsync returning 0 means the shim's bytes are on the backing
-//     store), close.
+//     an append (O_APPEND: atomic in the kernel; the daemon reserves its
+//     range in the shared size against shims), truncate, fsync (the daemon
+//     harvests pages and size first, so fsync returning 0 means the shim's
+//     bytes and the size are on the backing store), close.
 //   - With IOWARP_IPC=1, misses go through runtime/ipc instead of FUSE: a
 //     read of pages not resident, or a write inside the file to such pages
 //     (read-write maps only), becomes the fs module's pread/pwrite on the

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -49,6 +50,7 @@ struct fastmap {
 	uint64_t nbits;
 	int writable; /* write hits allowed (both mapped read-write) */
 	int ptw;      /* the table is mapped read-write */
+	int64_t ksize; /* the shared size the kernel was last made to see (iow_fast_ksync) */
 	char ipc[IOW_GRANT_IPC_PATH_MAX]; /* the daemon's ipc socket ("" = none) */
 };
 
@@ -120,13 +122,13 @@ void iow_attach_fast(struct iow_ofd *o)
 {
 	const struct iow_cap *c = &o->cap;
 	uint32_t acc = (uint32_t)(o->flags & O_ACCMODE);
-	if (c->page_size == 0 || acc == O_WRONLY || iow_nofast)
-		return; /* a mapping needs read access */
+	if (c->page_size == 0 || iow_nofast)
+		return; /* an O_WRONLY open is granted a read-write map where its uid may read the file */
 	int fds[2];
 	char ipc[IOW_GRANT_IPC_PATH_MAX];
 	if (grant(c, acc, fds, ipc) != 0)
 		return;
-	int w = acc == O_RDWR;
+	int w = acc != O_RDONLY;
 	int prot = PROT_READ | (w ? PROT_WRITE : 0);
 	void *pt = raw_mmap(IOW_PT_SIZE, prot, MAP_SHARED, fds[0]);
 	syscall(SYS_close, fds[0]);
@@ -152,7 +154,7 @@ void iow_attach_fast(struct iow_ofd *o)
 		free(m);
 		return;
 	}
-	*m = (struct fastmap){pt, data, len, ps, nbits, w && !iow_nofastwrite, w, {0}};
+	*m = (struct fastmap){pt, data, len, ps, nbits, w && !iow_nofastwrite, w, -1, {0}};
 	memcpy(m->ipc, ipc, sizeof m->ipc);
 	o->gohandle = (uintptr_t)m;
 }
@@ -166,6 +168,38 @@ void iow_detach_fast(struct iow_ofd *o)
 	raw_munmap(m->data, m->datalen);
 	raw_munmap(m->pt, IOW_PT_SIZE);
 	free(m);
+}
+
+/* iow_fast_ksync makes the kernel see the file's size before a call goes
+ * down the kernel path: shims raise the size in shared memory (extending
+ * writes), and the kernel answers copy_file_range, sendfile, mmap faults,
+ * lseek(SEEK_END) and O_APPEND from its own copy of it. A forced statx
+ * asks the daemon, whose answer folds the shared size in; only when the
+ * size changed since this fd last did it. The kernel drops an answer that
+ * crossed an invalidation of the inode (the daemon sends them after
+ * harvests), so the inode's own size is read back (AT_STATX_DONT_SYNC)
+ * and the ask repeated a few times until it took. errno is kept. */
+void iow_fast_ksync(struct iow_ofd *o, int fd)
+{
+	struct fastmap *m = (struct fastmap *)o->gohandle;
+	if (!m)
+		return;
+	int64_t size = __atomic_load_n((const int64_t *)(m->pt + IOW_PT_OFF_SIZE), __ATOMIC_ACQUIRE);
+	if (size == __atomic_load_n(&m->ksize, __ATOMIC_RELAXED))
+		return;
+	int e = errno;
+	struct statx stx;
+	for (int i = 0; i < 16; i++) {
+		if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_SIZE, &stx) != 0)
+			break;
+		if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_SIZE, &stx) != 0)
+			break;
+		if ((int64_t)stx.stx_size >= size) {
+			__atomic_store_n(&m->ksize, size, __ATOMIC_RELAXED);
+			break;
+		}
+	}
+	errno = e;
 }
 
 static inline uint64_t ld_seq(const struct fastmap *m)
@@ -271,33 +305,140 @@ ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off)
 	return ipc_io(o, m, buf, n, off, 0);
 }
 
+/* room says whether the write [first, last] may land in shared memory:
+ * every page resident, or one this writer may create (its first byte at
+ * or past the size: no old data to stage in; inside the segment's cover
+ * and the map). It returns the pages to create, or -1. */
+static int64_t room(const struct fastmap *m, uint64_t first, uint64_t last, int64_t size)
+{
+	const uint64_t *bits = (const uint64_t *)(m->pt + IOW_PT_OFF_RESIDENT);
+	uint64_t cover = __atomic_load_n((const uint64_t *)(m->pt + IOW_PT_OFF_COVER), __ATOMIC_ACQUIRE);
+	if (last >= m->nbits || (last + 1) * m->ps > m->datalen)
+		return -1;
+	int64_t k = 0;
+	for (uint64_t i = first; i <= last; i++) {
+		if (__atomic_load_n(&bits[i / 64], __ATOMIC_RELAXED) & (1ull << (i % 64)))
+			continue;
+		if (i * m->ps < (uint64_t)size || (i + 1) * m->ps > cover)
+			return -1;
+		k++;
+	}
+	return k;
+}
+
+/* take_lease takes k pages of the file's lease; 0 when it holds fewer. */
+static int take_lease(const struct fastmap *m, int64_t k)
+{
+	int64_t *lease = (int64_t *)(m->pt + IOW_PT_OFF_LEASE);
+	int64_t v = __atomic_load_n(lease, __ATOMIC_RELAXED);
+	while (v >= k)
+		if (__atomic_compare_exchange_n(lease, &v, v - k, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+			return 1;
+	return 0;
+}
+
+/* create marks the pages of [first, last] that are not resident resident
+ * (the daemon adopts them at its next harvest: bufferpool/lease.go); a
+ * page another writer created meanwhile gives its lease page back. */
+static void create(const struct fastmap *m, uint64_t first, uint64_t last)
+{
+	uint64_t *bits = (uint64_t *)(m->pt + IOW_PT_OFF_RESIDENT);
+	for (uint64_t i = first; i <= last; i++) {
+		uint64_t bit = 1ull << (i % 64);
+		if (__atomic_load_n(&bits[i / 64], __ATOMIC_RELAXED) & bit)
+			continue;
+		if (__atomic_fetch_or(&bits[i / 64], bit, __ATOMIC_SEQ_CST) & bit)
+			__atomic_fetch_add((int64_t *)(m->pt + IOW_PT_OFF_LEASE), 1, __ATOMIC_RELAXED);
+	}
+}
+
+/* grow raises the shared size to end (atomic max). */
+static void grow(const struct fastmap *m, uint64_t end)
+{
+	int64_t *size = (int64_t *)(m->pt + IOW_PT_OFF_SIZE);
+	int64_t v = __atomic_load_n(size, __ATOMIC_RELAXED);
+	while (v < (int64_t)end && !__atomic_compare_exchange_n(size, &v, (int64_t)end, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		;
+}
+
+/* enter adds this writer to the table's writers and returns seq (odd: the
+ * daemon holds the lock, and the writer must leave at once). */
+static uint64_t enter(const struct fastmap *m)
+{
+	int64_t *writers = (int64_t *)(m->pt + IOW_PT_OFF_WRITERS);
+	uint64_t s;
+	for (int attempt = 0;; attempt++) {
+		__atomic_fetch_add(writers, 1, __ATOMIC_SEQ_CST);
+		s = __atomic_load_n((uint64_t *)(m->pt + IOW_PT_OFF_SEQ), __ATOMIC_SEQ_CST);
+		if (!(s & 1) || attempt == 64)
+			return s;
+		/* The daemon holds the bucket's lock (a harvest or a lease
+		 * refill: microseconds): step out so that it can go on, and come
+		 * back; past a few spins, give it the CPU. */
+		__atomic_fetch_sub(writers, 1, __ATOMIC_RELEASE);
+		if (attempt < 8)
+			for (int i = 0; i < 256; i++)
+				__builtin_ia32_pause();
+		else
+			syscall(SYS_sched_yield);
+	}
+}
+
+static void leave(const struct fastmap *m)
+{
+	__atomic_fetch_sub((int64_t *)(m->pt + IOW_PT_OFF_WRITERS), 1, __ATOMIC_RELEASE);
+}
+
+/* place copies n bytes at off into pages [first, last], creating the k
+ * new ones, and sets their dirty bits and the hint. Inside enter/leave. */
+static void place(const struct fastmap *m, const void *buf, size_t n, uint64_t off, uint64_t first, uint64_t last, int64_t k)
+{
+	uint64_t hint = IOW_PT_HINT_DIRTY;
+	if (k > 0) {
+		create(m, first, last);
+		hint |= IOW_PT_HINT_NEW;
+	}
+	uint64_t *dirty = (uint64_t *)(m->pt + IOW_PT_OFF_DIRTY);
+	for (uint64_t i = first; i <= last; i++)
+		__atomic_fetch_or(&dirty[i / 64], 1ull << (i % 64), __ATOMIC_RELAXED);
+	memcpy(m->data + off, buf, n);
+	__atomic_fetch_or((uint64_t *)(m->pt + IOW_PT_OFF_HINT), hint, __ATOMIC_RELAXED);
+}
+
+/* refused: the daemon's lock, poison or a shared map of the file. */
+static int refused(const struct fastmap *m, uint64_t s)
+{
+	uint32_t fl = __atomic_load_n((uint32_t *)(m->pt + IOW_PT_OFF_FLAGS), __ATOMIC_SEQ_CST);
+	return (s & 1) || (fl & IOW_PTF_POISONED) || mapped_elsewhere(m);
+}
+
 ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
 {
 	struct fastmap *m = (struct fastmap *)o->gohandle;
-	if (!m || !m->writable || n == 0 || off < 0)
+	if (!m || !m->writable || n == 0 || off < 0 || (uint64_t)off + n < (uint64_t)off)
 		return -2;
-	char *pt = m->pt;
-	int64_t *writers = (int64_t *)(pt + IOW_PT_OFF_WRITERS);
 	uint64_t end = (uint64_t)off + n;
 	uint64_t first = (uint64_t)off / m->ps, last = (end - 1) / m->ps;
-	__atomic_fetch_add(writers, 1, __ATOMIC_SEQ_CST);
-	uint64_t s = __atomic_load_n((uint64_t *)(pt + IOW_PT_OFF_SEQ), __ATOMIC_SEQ_CST);
-	uint32_t fl = __atomic_load_n((uint32_t *)(pt + IOW_PT_OFF_FLAGS), __ATOMIC_SEQ_CST);
-	int64_t size = __atomic_load_n((int64_t *)(pt + IOW_PT_OFF_SIZE), __ATOMIC_SEQ_CST);
-	int mapped = mapped_elsewhere(m);
-	if ((s & 1) || (fl & IOW_PTF_POISONED) || size < 0 || end > (uint64_t)size || mapped || !resident(m, first, last)) {
-		__atomic_fetch_sub(writers, 1, __ATOMIC_RELEASE);
+	uint64_t s = enter(m);
+	int no = refused(m, s);
+	int64_t size = __atomic_load_n((int64_t *)(m->pt + IOW_PT_OFF_SIZE), __ATOMIC_SEQ_CST);
+	int64_t k = -1;
+	if (!no && size >= 0) {
+		k = end > (uint64_t)size && iow_nofastnew ? -1 : room(m, first, last, size);
+		if (k > 0 && !take_lease(m, k))
+			k = -1; /* the lease is spent: the kernel path until it is refilled */
+	}
+	if (k < 0) {
+		leave(m);
 		IOW_ADD(fast_misses, 1);
-		if ((fl & IOW_PTF_POISONED) || size < 0 || end > (uint64_t)size || mapped)
-			return -2; /* extending writes stay on the kernel path */
+		if (no || size < 0 || end > (uint64_t)size)
+			return -2; /* extending writes the shim cannot place stay on the kernel path */
 		return ipc_io(o, m, (void *)buf, n, off, 1);
 	}
-	memcpy(m->data + off, buf, n);
-	uint64_t *dirty = (uint64_t *)(pt + IOW_PT_OFF_DIRTY);
-	for (uint64_t i = first; i <= last; i++)
-		__atomic_fetch_or(&dirty[i / 64], 1ull << (i % 64), __ATOMIC_RELAXED);
-	__atomic_store_n((uint64_t *)(pt + IOW_PT_OFF_HINT), 1, __ATOMIC_RELAXED);
-	__atomic_fetch_sub(writers, 1, __ATOMIC_RELEASE);
+	place(m, buf, n, (uint64_t)off, first, last, k);
+	if (end > (uint64_t)size)
+		grow(m, end);
+	leave(m);
 	IOW_ADD(fast_hits, 1);
 	IOW_ADD(fast_write, n);
 	return (ssize_t)n;

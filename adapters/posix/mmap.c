@@ -220,6 +220,7 @@ static void *map_file(void *(*real)(void *, size_t, int, int, int, off_t), void 
 	/* A fast write racing with us either sees the new generation (and
 	 * drops its range itself) or landed before the drop below. */
 	__atomic_fetch_add(&iow_map_gen, 1, __ATOMIC_SEQ_CST);
+	iow_fast_ksync(o, fd); /* faults past the kernel's size are SIGBUS */
 	iow_drop_cache(fd, 0, 0);
 	void *p = real(addr, len, prot, flags, fd, off);
 	int e = errno;

@@ -113,9 +113,12 @@ int stat(const char *p, struct stat *st) { RD(p); return IOW_REAL(stat)(p, st); 
 int lstat(const char *p, struct stat *st) { RD(p); return IOW_REAL(lstat)(p, st); }
 int stat64(const char *p, struct stat64 *st) { RD(p); return IOW_REAL(stat64)(p, st); }
 int lstat64(const char *p, struct stat64 *st) { RD(p); return IOW_REAL(lstat64)(p, st); }
-int fstatat(int d, const char *p, struct stat *st, int fl) { RD(p); return IOW_REAL(fstatat)(d, p, st, fl); }
-int fstatat64(int d, const char *p, struct stat64 *st, int fl) { RD(p); return IOW_REAL(fstatat64)(d, p, st, fl); }
-int statx(int d, const char *p, int fl, unsigned mask, struct statx *st) { RD(p); return IOW_REAL(statx)(d, p, fl, mask, st); }
+/* An fstat in disguise (empty path, AT_EMPTY_PATH) on an fd of ours: the
+ * kernel is made to see the shared size first (posix.c, iow_ksync_fd). */
+#define KS(d, p, fl) do { if (((fl) & AT_EMPTY_PATH) && !*(p)) iow_ksync_fd(d); } while (0)
+int fstatat(int d, const char *p, struct stat *st, int fl) { KS(d, p, fl); RD(p); return IOW_REAL(fstatat)(d, p, st, fl); }
+int fstatat64(int d, const char *p, struct stat64 *st, int fl) { KS(d, p, fl); RD(p); return IOW_REAL(fstatat64)(d, p, st, fl); }
+int statx(int d, const char *p, int fl, unsigned mask, struct statx *st) { KS(d, p, fl); RD(p); return IOW_REAL(statx)(d, p, fl, mask, st); }
 int __xstat(int v, const char *p, struct stat *st) { RD(p); return IOW_REAL(__xstat)(v, p, st); }
 int __lxstat(int v, const char *p, struct stat *st) { RD(p); return IOW_REAL(__lxstat)(v, p, st); }
 int __xstat64(int v, const char *p, struct stat64 *st) { RD(p); return IOW_REAL(__xstat64)(v, p, st); }

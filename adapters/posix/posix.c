@@ -3,6 +3,8 @@
  * enters Go. */
 #include "shim.h"
 #include "_cgo_export.h"
+#include <limits.h>
+#include <sys/stat.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +28,7 @@ int iow_strict;
 int iow_ready;
 int iow_nofast;
 int iow_nofastwrite;
+int iow_nofastnew;
 
 extern struct iow_real_ent __start_iow_reals[], __stop_iow_reals[];
 
@@ -128,6 +131,7 @@ __attribute__((constructor)) static void iow_init(void)
 	iow_ipc_on = s && *s && strcmp(s, "0") != 0;
 	iow_nofast = getenv("IOWARP_NOFAST") != NULL;
 	iow_nofastwrite = getenv("IOWARP_NOFASTWRITE") != NULL;
+	iow_nofastnew = getenv("IOWARP_NOFASTNEW") != NULL;
 	iow_fdtable_init();
 	iow_paths_init(getenv("IOWARP_PATHS"));
 	iow_report_init();
@@ -472,6 +476,8 @@ static ssize_t fast_write(struct iow_ofd *o, int fd, const void *buf, size_t n, 
  * reaches the daemon, which serves the pool's current bytes. */
 static void kdrop(struct iow_ofd *o, int fd, off_t off, size_t n)
 {
+	if (o)
+		iow_fast_ksync(o, fd);
 	if (o && iow_fast_shared_writers(o))
 		iow_drop_cache(fd, off, n);
 }
@@ -486,6 +492,49 @@ void iow_drop_cache(int fd, off_t off, size_t n)
 	off_t len = n ? (off_t)((off + (off_t)n + 4095) & ~(off_t)4095) - a : 0;
 	posix_fadvise(fd, a, len, POSIX_FADV_DONTNEED);
 	errno = e;
+}
+
+void iow_ksync_fd(int fd)
+{
+	if (!iow_maybe_ours(fd))
+		return;
+	struct iow_ofd *o = iow_ofd_get(fd);
+	if (o) {
+		iow_fast_ksync(o, fd);
+		iow_ofd_put(o);
+	}
+}
+
+/* fstat of our fds: shims raise the size in shared memory, and the
+ * kernel's cached attributes may be younger than its timeout (one jiffy)
+ * while they lag: the kernel is made to see the size first. */
+DECL_REAL(fstat);
+DECL_REAL(fstat64);
+DECL_REAL_T(__fxstat, int (*)(int, int, struct stat *));
+DECL_REAL_T(__fxstat64, int (*)(int, int, struct stat64 *));
+
+int fstat(int fd, struct stat *st)
+{
+	iow_ksync_fd(fd);
+	return IOW_REAL(fstat)(fd, st);
+}
+
+int fstat64(int fd, struct stat64 *st)
+{
+	iow_ksync_fd(fd);
+	return IOW_REAL(fstat64)(fd, st);
+}
+
+int __fxstat(int v, int fd, struct stat *st)
+{
+	iow_ksync_fd(fd);
+	return IOW_REAL(__fxstat)(v, fd, st);
+}
+
+int __fxstat64(int v, int fd, struct stat64 *st)
+{
+	iow_ksync_fd(fd);
+	return IOW_REAL(__fxstat64)(v, fd, st);
 }
 
 static void kdrop_fd(int fd, off_t off, size_t n)
@@ -560,7 +609,8 @@ ssize_t iow_write(int fd, const void *buf, size_t n)
 	int fl = __atomic_load_n(&o->flags, __ATOMIC_RELAXED);
 	if (fast_ok(o) && (fl & O_ACCMODE) != O_RDONLY && !(fl & O_APPEND)) {
 		/* write(2) on the fast path: the kernel offset is the truth.
-		 * Appends stay in the kernel (atomic at EOF). */
+		 * Appends stay in the kernel (atomic at EOF, where the daemon
+		 * reserves their range against shims: bufferpool/files). */
 		off_t pos = IOW_REAL(lseek)(fd, 0, SEEK_CUR);
 		if (pos >= 0) {
 			r = fast_write(o, fd, buf, n, pos);
@@ -568,8 +618,10 @@ ssize_t iow_write(int fd, const void *buf, size_t n)
 				IOW_REAL(lseek)(fd, pos + r, SEEK_SET);
 		}
 	}
-	if (r == -2)
+	if (r == -2) {
+		iow_fast_ksync(o, fd); /* an O_APPEND write lands at the kernel's size */
 		r = kwrite(IOW_REAL(write)(fd, buf, n));
+	}
 	iow_ofd_put(o);
 	return r;
 }
@@ -644,87 +696,169 @@ ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
 	return do_pwrite(fd, buf, n, off);
 }
 
-/* Vector calls: counted and sent to the kernel whole, so that their
- * atomicity (one file position update, one O_APPEND write) is the
- * kernel's. */
+/* Vector calls take the fast path as one contiguous call (one atomic
+ * action, as the kernel's is): the iovecs are gathered into, or
+ * scattered from, a bounce buffer. Calls the fast path does not serve
+ * (larger than IOV_FAST_MAX, O_APPEND, flags of preadv2/pwritev2) go to
+ * the kernel whole, so that their atomicity (one file position update, one
+ * O_APPEND write) is the kernel's. */
+#define IOV_FAST_MAX (4ul << 20)
+
 static ssize_t iov_call(ssize_t r, int wr)
 {
 	IOW_ADD(calls, 1);
 	return wr ? kwrite(r) : kread(r);
 }
 
+static int iov_fast_ok(const struct iow_ofd *o, const struct iovec *iov, int cnt, int wr, size_t *n)
+{
+	int fl = __atomic_load_n(&o->flags, __ATOMIC_RELAXED);
+	if (cnt <= 0 || cnt > IOV_MAX)
+		return 0;
+	if (wr ? ((fl & O_ACCMODE) == O_RDONLY || (fl & O_APPEND)) : (fl & O_ACCMODE) == O_WRONLY)
+		return 0;
+	size_t t = 0;
+	for (int i = 0; i < cnt; i++) {
+		if (iov[i].iov_len > IOV_FAST_MAX - t)
+			return 0;
+		t += iov[i].iov_len;
+	}
+	*n = t;
+	return t > 0;
+}
+
+/* iov_io moves n bytes between the iovecs and the file at pos on the fast
+ * path; -2 when it did not. */
+static ssize_t iov_io(struct iow_ofd *o, int fd, const struct iovec *iov, int cnt, size_t n, off_t pos, int wr)
+{
+	char *b = cnt == 1 ? (char *)iov[0].iov_base : malloc(n);
+	if (!b)
+		return -2;
+	ssize_t r;
+	if (wr) {
+		for (int i = 0, k = 0; cnt > 1 && i < cnt; k += (int)iov[i].iov_len, i++)
+			memcpy(b + k, iov[i].iov_base, iov[i].iov_len);
+		r = fast_write(o, fd, b, n, pos);
+	} else {
+		r = iow_fast_pread(o, b, n, pos);
+		size_t left = r > 0 ? (size_t)r : 0;
+		for (int i = 0, k = 0; cnt > 1 && i < cnt && left > 0; i++) {
+			size_t c = iov[i].iov_len < left ? iov[i].iov_len : left;
+			memcpy(iov[i].iov_base, b + k, c);
+			k += (int)c, left -= c;
+		}
+	}
+	if (cnt != 1)
+		free(b);
+	return r;
+}
+
+/* iov_fast serves a vector call at off (cur: at the fd's offset, which it
+ * then moves) on the fast path; -2 when it did not, with nothing moved. */
+static ssize_t iov_fast(int fd, const struct iovec *iov, int cnt, off_t off, int cur, int wr)
+{
+	struct iow_ofd *o = iow_ofd_get(fd);
+	if (!o)
+		return -2;
+	ssize_t r = -2;
+	size_t n;
+	if (fast_ok(o) && iov_fast_ok(o, iov, cnt, wr, &n)) {
+		off_t pos = cur ? IOW_REAL(lseek)(fd, 0, SEEK_CUR) : off;
+		if (pos >= 0)
+			r = iov_io(o, fd, iov, cnt, n, pos, wr);
+		if (r > 0 && cur)
+			IOW_REAL(lseek)(fd, pos + r, SEEK_SET);
+	}
+	if (r != -2)
+		IOW_ADD(calls, 1);
+	iow_ofd_put(o);
+	return r;
+}
+
+/* iov_k runs a vector call the fast path did not serve on the kernel. */
+#define IOV_K(wr, kdrop_args, call)                                 \
+	do {                                                        \
+		if (iow_maybe_ours(fd)) {                           \
+			ssize_t fr = iov_fast_args;                 \
+			if (fr != -2)                               \
+				return fr;                          \
+			kdrop_fd kdrop_args;                        \
+		}                                                   \
+		ssize_t r = call;                                   \
+		return iow_maybe_ours(fd) ? iov_call(r, wr) : r;    \
+	} while (0)
+
 ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
-	if (iow_maybe_ours(fd))
-		kdrop_fd(fd, 0, 0);
-	ssize_t r = IOW_REAL(readv)(fd, iov, cnt);
-	return iow_maybe_ours(fd) ? iov_call(r, 0) : r;
+#define iov_fast_args iov_fast(fd, iov, cnt, 0, 1, 0)
+	IOV_K(0, (fd, 0, 0), IOW_REAL(readv)(fd, iov, cnt));
+#undef iov_fast_args
 }
 
 ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
-	ssize_t r = IOW_REAL(writev)(fd, iov, cnt);
-	return iow_maybe_ours(fd) ? iov_call(r, 1) : r;
+#define iov_fast_args iov_fast(fd, iov, cnt, 0, 1, 1)
+	IOV_K(1, (fd, 0, 0), IOW_REAL(writev)(fd, iov, cnt)); /* (O_APPEND: at the kernel's size) */
+#undef iov_fast_args
 }
 
+#define iov_fast_args (off >= 0 ? iov_fast(fd, iov, cnt, off, 0, 0) : -2)
 ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
 {
-	if (iow_maybe_ours(fd))
-		kdrop_fd(fd, off, iov_len(iov, cnt));
-	ssize_t r = IOW_REAL(preadv)(fd, iov, cnt, off);
-	return iow_maybe_ours(fd) ? iov_call(r, 0) : r;
+	IOV_K(0, (fd, off, iov_len(iov, cnt)), IOW_REAL(preadv)(fd, iov, cnt, off));
 }
 
 ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
 {
-	if (iow_maybe_ours(fd))
-		kdrop_fd(fd, off, iov_len(iov, cnt));
-	ssize_t r = IOW_REAL(preadv64)(fd, iov, cnt, off);
-	return iow_maybe_ours(fd) ? iov_call(r, 0) : r;
+	IOV_K(0, (fd, off, iov_len(iov, cnt)), IOW_REAL(preadv64)(fd, iov, cnt, off));
 }
+#undef iov_fast_args
 
+#define iov_fast_args (off >= 0 ? iov_fast(fd, iov, cnt, off, 0, 1) : -2)
 ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 {
-	ssize_t r = IOW_REAL(pwritev)(fd, iov, cnt, off);
-	return iow_maybe_ours(fd) ? iov_call(r, 1) : r;
+	IOV_K(1, (fd, off, 0), IOW_REAL(pwritev)(fd, iov, cnt, off));
 }
 
 ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off64_t off)
 {
-	ssize_t r = IOW_REAL(pwritev64)(fd, iov, cnt, off);
-	return iow_maybe_ours(fd) ? iov_call(r, 1) : r;
+	IOV_K(1, (fd, off, 0), IOW_REAL(pwritev64)(fd, iov, cnt, off));
 }
+#undef iov_fast_args
 
+/* preadv2/pwritev2: off -1 is the fd's offset; any flag (RWF_APPEND,
+ * RWF_DSYNC, RWF_NOWAIT, ...) takes the kernel path. */
+#define iov_fast_args (flags == 0 && off >= -1 ? iov_fast(fd, iov, cnt, off, off == -1, 0) : -2)
 ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
-	if (iow_maybe_ours(fd))
-		kdrop_fd(fd, off, iov_len(iov, cnt));
-	ssize_t r = IOW_REAL(preadv2)(fd, iov, cnt, off, flags);
-	return iow_maybe_ours(fd) ? iov_call(r, 0) : r;
-}
-
-ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
-{
-	ssize_t r = IOW_REAL(pwritev2)(fd, iov, cnt, off, flags);
-	return iow_maybe_ours(fd) ? iov_call(r, 1) : r;
+	IOV_K(0, (fd, off < 0 ? 0 : off, off < 0 ? 0 : iov_len(iov, cnt)), IOW_REAL(preadv2)(fd, iov, cnt, off, flags));
 }
 
 ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
 {
-	if (iow_maybe_ours(fd))
-		kdrop_fd(fd, off, iov_len(iov, cnt));
-	ssize_t r = IOW_REAL(preadv64v2)(fd, iov, cnt, off, flags);
-	return iow_maybe_ours(fd) ? iov_call(r, 0) : r;
+	IOV_K(0, (fd, off < 0 ? 0 : off, off < 0 ? 0 : iov_len(iov, cnt)), IOW_REAL(preadv64v2)(fd, iov, cnt, off, flags));
+}
+#undef iov_fast_args
+
+#define iov_fast_args (flags == 0 && off >= -1 ? iov_fast(fd, iov, cnt, off, off == -1, 1) : -2)
+ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	IOV_K(1, (fd, off < 0 ? 0 : off, 0), IOW_REAL(pwritev2)(fd, iov, cnt, off, flags));
 }
 
 ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
 {
-	ssize_t r = IOW_REAL(pwritev64v2)(fd, iov, cnt, off, flags);
-	return iow_maybe_ours(fd) ? iov_call(r, 1) : r;
+	IOV_K(1, (fd, off < 0 ? 0 : off, 0), IOW_REAL(pwritev64v2)(fd, iov, cnt, off, flags));
 }
+#undef iov_fast_args
 
 off_t iow_lseek(int fd, off_t off, int whence)
 {
+	struct iow_ofd *o = whence == SEEK_SET || whence == SEEK_CUR ? NULL : iow_ofd_get(fd);
+	if (o) {
+		iow_fast_ksync(o, fd); /* SEEK_END, SEEK_DATA, SEEK_HOLE: the kernel's size */
+		iow_ofd_put(o);
+	}
 	if (iow_maybe_ours(fd))
 		IOW_ADD(calls, 1);
 	return IOW_REAL(lseek64)(fd, off, whence);

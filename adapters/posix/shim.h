@@ -58,6 +58,7 @@ void iow_detach_fast(struct iow_ofd *o); /* plain C state: a forked child may un
 ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off);
 ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off);
 int iow_fast_shared_writers(struct iow_ofd *o); /* a shim may write the file in place */
+void iow_fast_ksync(struct iow_ofd *o, int fd); /* the kernel sees the shared size */
 int iow_fast_map_begin(struct iow_ofd *o);      /* a shared map of the file: 1 if counted */
 void iow_fast_map_end(struct iow_ofd *o);       /* its end (when counted) */
 void iow_fdtable_atfork_prepare(void);
@@ -89,6 +90,7 @@ off_t iow_lseek(int fd, off_t off, int whence);
 int iow_close(int fd);
 int iow_open_flags(const char *path, int flags, mode_t mode);
 void iow_drop_cache(int fd, off_t off, size_t n);
+void iow_ksync_fd(int fd); /* before fstat of an fd of ours: the kernel sees the shared size */
 
 /* stdio.c */
 FILE *iow_cookie_fopen(int fd, const char *mode);
@@ -119,6 +121,7 @@ extern int iow_ready;     /* constructor done */
 extern int iow_ipc_on;    /* IOWARP_IPC=1: misses through runtime/ipc (fast.c) */
 extern int iow_nofast;    /* IOWARP_NOFAST set: no fast path */
 extern int iow_nofastwrite; /* IOWARP_NOFASTWRITE set: no write hits */
+extern int iow_nofastnew;   /* IOWARP_NOFASTNEW set: no new data (extending writes) on the fast path */
 
 /* Go exports wrapped (main.go). */
 void iow_go_init(void);

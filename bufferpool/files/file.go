@@ -31,6 +31,7 @@ type file struct {
 	// exclusive for appends, truncation and fallocate.
 	mu          sync.RWMutex
 	size        atomic.Int64 // logical size of the file
+	shimmed     atomic.Bool  // a read-write shim map was granted: shims may raise the size (shim.go)
 	lastWrite   atomic.Int64 // UnixNano of the last data change
 	backingSize atomic.Int64 // size of the backing file: pages past it stage in as zeros
 	wbStart     atomic.Int64 // UnixNano when the running write-back began; 0 = none
@@ -211,6 +212,7 @@ func (f *file) drop() {
 
 // overlay puts the pool's view of size and mtime into st.
 func (f *file) overlay(st *unix.Stat_t) {
+	f.syncShim()
 	size := f.size.Load()
 	st.Size = size
 	if blocks := (size + 4095) / 4096 * 8; blocks > st.Blocks {
@@ -269,6 +271,7 @@ func (f *file) stager(i int64) bufferpool.Filler {
 
 // read reads at off; short at EOF.
 func (f *file) read(buf []byte, off int64) (int, error) {
+	f.syncShim()
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	size := f.size.Load()
@@ -352,6 +355,9 @@ func (f *file) writeMode(data []byte, off int64, appending, inside bool) (int, e
 			return total, err
 		}
 		data, off = data[n:], at+int64(n)
+		// The rest of an append goes on where it stopped: its range
+		// is reserved (claimAppend), another append may follow it.
+		appending = false
 		if n > 0 {
 			// Queue what is written so far: the room this write waits
 			// for may be its own pages, written back.
@@ -372,7 +378,7 @@ func (f *file) writeOnce(data []byte, off int64, appending, inside bool) (int, i
 	if appending {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		off = f.size.Load()
+		off = f.claimAppend(int64(len(data)))
 	} else {
 		f.mu.RLock()
 		defer f.mu.RUnlock()
@@ -453,6 +459,7 @@ func (f *file) truncate(size int64) error {
 	defer f.backingMu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.syncShim()
 	// The backing file first: if it refuses (EPERM, EIO), the pool keeps
 	// every page, dirty ones included, and the file is unchanged.
 	if !f.fs.scratch {
@@ -495,6 +502,7 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 	defer f.backingMu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.syncShim() // zero what shims wrote past the size the pool knew, too
 	zero := mode == punch || mode&^unix.FALLOC_FL_KEEP_SIZE == unix.FALLOC_FL_ZERO_RANGE
 	if !zero && mode != 0 && mode != unix.FALLOC_FL_KEEP_SIZE {
 		return unix.EOPNOTSUPP
@@ -592,6 +600,7 @@ const flushDelay = 100 * time.Millisecond
 // pressure its last dirty page (deferred reports it). Every outcome goes
 // to noteWriteBack.
 func (f *file) writeBackPages(r wbReq) (deferred bool, err error) {
+	f.syncShim() // the size and pages shims wrote go back too
 	if f.fs.scratch {
 		return false, nil
 	}

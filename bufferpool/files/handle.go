@@ -209,6 +209,7 @@ func (h *Handle) Allocate(off, n int64, mode uint32) error {
 // Lseek handles SEEK_DATA and SEEK_HOLE (the file is reported as one data
 // extent up to its size); ENXIO past EOF.
 func (h *Handle) Lseek(off int64, whence int) (int64, error) {
+	h.f.syncShim()
 	size := h.f.size.Load()
 	switch whence {
 	case unix.SEEK_DATA:

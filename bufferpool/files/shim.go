@@ -24,16 +24,75 @@ func (fs *FS) PageSize() int64 { return fs.ps }
 // the kernel cached of the file). notify may be nil.
 func (h *Handle) ShimMaps(writable bool, notify func()) (tableFd, dataFd int, err error) {
 	f := h.f
+	// Exclusive: an append in progress (which reserved no range while no
+	// shim could append) ends before shims see the size.
+	f.mu.Lock()
 	tableFd, dataFd, err = f.bucket.PageTable(writable)
 	if err != nil {
+		f.mu.Unlock()
 		return -1, -1, err
 	}
 	f.shareSize()
+	if writable {
+		f.shimmed.Store(true)
+	}
+	f.mu.Unlock()
 	f.bucket.OnShimHarvest(f.shimHarvested)
 	if writable {
 		shimWatch(f, notify)
+		f.refillLease()
 	}
 	return tableFd, dataFd, nil
+}
+
+// shimLeaseBytes is the step in which a file's shim lease of first-tier
+// capacity is refilled (bufferpool/lease.go): large, so that a burst of new
+// pages costs one refill per step, not a daemon round trip per page.
+var shimLeaseBytes int64 = 64 << 20
+
+// refillLease tops the file's shim lease up (a no-op while more than half
+// of a step is left).
+func (f *file) refillLease() {
+	step := max(shimLeaseBytes/f.fs.ps, 1)
+	if pages, _ := f.bucket.ShimLease(); pages >= step/2 {
+		return
+	}
+	f.bucket.RefillShimLease(step)
+}
+
+// claimAppend returns where an append of n bytes goes, with f.mu held
+// exclusively: the end of the file, reserved against shims' appends in
+// the shared size (bufferpool.Bucket.ClaimSharedSize), so that appends
+// through both doors land one after the other. (One too large for the
+// file claims nothing: writeOnce refuses it.)
+func (f *file) claimAppend(n int64) int64 {
+	for {
+		f.syncShim()
+		off := f.size.Load()
+		if !f.shimmed.Load() || n > maxFileSize-off || f.bucket.ClaimSharedSize(off, off+n) {
+			return off
+		}
+	}
+}
+
+// syncShim folds what shims did to the file into the pool's view: their
+// dirty bits and new pages (the bucket's harvest, whose count stays for
+// harvestShim) and the size they raised. Reports whether the size grew.
+// Cheap for a file that never had a read-write shim map. Every reader of
+// the size for another process (stat, read, lseek, write-back, append)
+// calls it first, so the kernel path answers what the shims wrote.
+func (f *file) syncShim() bool {
+	if !f.shimmed.Load() {
+		return false
+	}
+	f.bucket.HarvestShim()
+	s := f.bucket.SharedSize()
+	if s <= f.size.Load() {
+		return false
+	}
+	growTo(&f.size, s)
+	f.dataChanged()
+	return true
 }
 
 // ShimUnmap ends one read-write grant of ShimMaps. At the last one the
@@ -46,7 +105,7 @@ func (h *Handle) ShimUnmap() {
 		return
 	}
 	f.harvestShim()
-	f.bucket.ResetShimWriters()
+	f.bucket.ResetShimWriters() // returns the lease too
 }
 
 // shareSize publishes the size in the bucket's page table (a no-op until
@@ -61,7 +120,8 @@ func (f *file) shimHarvested(int) { f.dataChanged() }
 // found (here or by a harvest inside the bucket), schedules them like
 // any write. Reports whether there were some.
 func (f *file) harvestShim() bool {
-	if f.bucket.HarvestShimWrites() == 0 {
+	grew := f.syncShim()
+	if f.bucket.HarvestShimWrites() == 0 && !grew {
 		return false
 	}
 	// shimHarvested stamped the change; write it back like any write.
@@ -150,6 +210,7 @@ func shimHarvester() {
 			if it.f.harvestShim() && it.notify != nil {
 				it.notify()
 			}
+			it.f.refillLease()
 		}
 	}
 }

@@ -72,7 +72,7 @@ const (
 // PTMaxPages bits each, resident then dirty.
 const (
 	PTMagic    = 0x50574f49 // "IOWP"
-	PTVersion  = 2
+	PTVersion  = 3
 	PTHeader   = 4096
 	PTMaxPages = 1 << 20 // pages past it are never hits
 	PTBitmap   = PTMaxPages / 8
@@ -83,15 +83,20 @@ const (
 	PTOffSeq      = 8  // u64 seqlock: odd while the bucket is write-locked
 	PTOffSize     = 16 // i64 file size
 	PTOffPageSize = 24
-	PTOffNbits    = 32 // u64 pages each bitmap covers
-	PTOffFlags    = 40 // u32 PTFlag*
-	PTOffWriters  = 64 // i64 shim writers inside a page (own cache line)
-	PTOffHint     = 72 // u64 non-zero once a shim write set a dirty bit
-	PTOffMappers  = 80 // i64 shims' shared maps of the file (mmap.c)
+	PTOffNbits    = 32  // u64 pages each bitmap covers
+	PTOffFlags    = 40  // u32 PTFlag*
+	PTOffWriters  = 64  // i64 shim writers inside a page (own cache line)
+	PTOffHint     = 72  // u64 non-zero once a shim write set a dirty bit
+	PTOffMappers  = 80  // i64 shims' shared maps of the file (mmap.c)
+	PTOffLease    = 128 // i64 pages shims may still create (the lease; own cache line)
+	PTOffCover    = 136 // u64 bytes of the segment that exist: new pages end at or below it
 
 	PTOffResident = PTHeader
 	PTOffDirty    = PTHeader + PTBitmap
 
 	PTFlagWritable = 1 << 0 // read-write maps were handed out
 	PTFlagPoisoned = 1 << 1 // shim writes refused
+
+	PTHintDirty = 1 << 0 // hint bit: a shim set a dirty bit
+	PTHintNew   = 1 << 1 // hint bit: a shim created a page (set its resident bit)
 )

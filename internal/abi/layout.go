@@ -99,6 +99,8 @@ var Records = []Record{
 			{"writers", "int64_t", 0, PTOffWriters, "shim writers inside a page (own cache line)"},
 			{"hint", "uint64_t", 0, PTOffHint, "non-zero once a shim write set a dirty bit"},
 			{"mappers", "int64_t", 0, PTOffMappers, "shims' shared maps of the file (mmap.c)"},
+			{"lease", "int64_t", 0, PTOffLease, "pages shims may still create (own cache line)"},
+			{"cover", "uint64_t", 0, PTOffCover, "bytes of the segment that exist"},
 		},
 	},
 }
@@ -120,4 +122,6 @@ var Consts = []Const{
 	{"IOW_PT_SIZE", PTSize, false, "ul", "the whole table"},
 	{"IOW_PTF_WRITABLE", PTFlagWritable, false, "u", "read-write maps were handed out"},
 	{"IOW_PTF_POISONED", PTFlagPoisoned, false, "u", "shim writes refused"},
+	{"IOW_PT_HINT_DIRTY", PTHintDirty, false, "u", "hint: a shim set a dirty bit"},
+	{"IOW_PT_HINT_NEW", PTHintNew, false, "u", "hint: a shim created a page"},
 }

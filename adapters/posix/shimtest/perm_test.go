@@ -95,3 +95,53 @@ func TestForeignAccessWithShim(t *testing.T) {
 		t.Errorf("handshake failures: %+v", r)
 	}
 }
+
+// TestWriteOnlyMap: an O_WRONLY open is granted the read-write map its
+// new data needs only where its uid may also read the file: another
+// user's dd into a file of its own with mode 0600 writes in shared memory,
+// into one with mode 0200 through the kernel (the map would let it read
+// what the kernel refuses it).
+func TestWriteOnlyMap(t *testing.T) {
+	setup(t)
+	u := posixtest.TestUser(t)
+	base := t.TempDir()
+	openUp(base)
+	shimLib := filepath.Join(base, "libiowarp.so")
+	data, err := os.ReadFile(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(shimLib, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := mountAllowOther(t, base)
+	openUp(m)
+	for _, c := range []struct {
+		mode os.FileMode
+		fast bool
+	}{{0o600, true}, {0o200, false}} {
+		p := filepath.Join(m, "w"+c.mode.String())
+		if err := os.WriteFile(p, nil, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, c.mode)
+		os.Chown(p, int(u.Uid), int(u.Gid))
+		rep := filepath.Join(base, "report"+c.mode.String())
+		os.WriteFile(rep, nil, 0o666)
+		os.Chmod(rep, 0o666)
+		cmd := exec.Command("dd", "if=/dev/zero", "of="+p, "bs=1M", "count=4", "conv=notrunc", "status=none")
+		cmd.Env = append(os.Environ(), "LD_PRELOAD="+shimLib, "IOWARP_REPORT="+rep)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.Uid, Gid: u.Gid}}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("dd as uid %d into a %v file: %v\n%s", u.Uid, c.mode, err, out)
+		}
+		r := parseReport(t, rep)
+		requireOurs(t, r)
+		if got := r.FastWrite == 4<<20; got != c.fast {
+			t.Fatalf("mode %v: fast path carried %d of %d bytes, want fast=%v: %+v", c.mode, r.FastWrite, 4<<20, c.fast, r)
+		}
+		if st, err := os.Stat(p); err != nil || st.Size() != 4<<20 {
+			t.Fatalf("mode %v: stat %v %v", c.mode, st, err)
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package bufferpool
+
+import (
+	"log"
+	"sync/atomic"
+)
+
+// Shim leases: new pages placed by clients.
+//
+// A shim that writes past the end of the file, to a page that holds no
+// old data (its first byte at or past the shared size) and is not
+// resident, creates the page itself: it takes one page of the table's
+// lease (a CAS that never takes it below 0), sets the page's resident and
+// dirty bits, copies into the segment at i*PageSize, raises the shared
+// size with an atomic max and sets the hint's "new" bit, all inside the
+// writers window of the page-table protocol (pagetable_unsafe.go), so no
+// daemon lock overlaps it. The segment is covered (it exists, sparse) up
+// to the table's cover word; the shim creates no page past it.
+//
+// The lease is capacity: every page of it is reserved in the first tier's
+// accounting (b.leased bytes) before it is published, so creating a page
+// never takes the tier past its capacity. The next write lock harvests:
+// each created page becomes a dirty first-tier blob whose reservation is
+// taken out of b.leased (adoptNewLocked). The owner refills the lease in
+// large steps (RefillShimLease) and returns what is left of it when the
+// last read-write map of the file is released (ReturnShimLease), which
+// also covers a client killed in the middle of an extend. A shim that
+// finds the lease empty takes the kernel path: nothing is lost.
+//
+// A page the daemon creates on a lower tier while the table exists lies
+// inside the shared size at once (enterTierLocked raises it past the
+// page's first byte), so no shim creates a second copy of it.
+
+// RefillShimLease tops the lease of a bucket with a read-write page table
+// up to pages pages when less than half of that is left, reserving the
+// capacity in the first tier (less, down to nothing, when the tier has
+// not that much free). It reports the pages the lease now holds.
+func (b *Bucket) RefillShimLease(pages int64) int64 {
+	b.mu.Lock() // harvests: pages created so far leave the lease's count
+	defer b.mu.Unlock()
+	pt := b.pt
+	if pt == nil || b.dead || atomic.LoadUint32(pt.flags())&ptWritable == 0 || pages <= 0 {
+		return 0
+	}
+	alloc := roundUp(b.pageSize)
+	credit := b.clampLeaseLocked(pt, alloc)
+	if credit >= pages/2 {
+		return credit
+	}
+	ts := b.p.tiers[0]
+	want := pages - credit
+	// A lease takes at most a quarter of the room left: other files and
+	// the kernel path keep the rest.
+	if free := (ts.limit() - ts.used.Load()) / 4 / alloc; want > free {
+		want = max(free, 0)
+	}
+	for want > 0 && !ts.reserve(want*alloc) {
+		want /= 2
+	}
+	b.leased += want * alloc
+	credit += want
+	end := roundUpTo(atomic.LoadInt64(pt.size()), b.pageSize) + 2*credit*b.pageSize
+	if end > ptMaxPages*b.pageSize {
+		end = ptMaxPages * b.pageSize
+	}
+	if err := b.coverLocked(pt, end); err != nil {
+		log.Printf("bufferpool: bucket %s: lease: %v", b.Name(), err)
+	}
+	atomic.StoreInt64(pt.word64(ptOffLease), credit)
+	return credit
+}
+
+// clampLeaseLocked reads the lease and holds it to what b.leased covers (a
+// client may scribble over the table; it cannot create reserved room).
+func (b *Bucket) clampLeaseLocked(pt *pageTable, alloc int64) int64 {
+	credit := atomic.LoadInt64(pt.word64(ptOffLease))
+	if max := b.leased / alloc; credit > max || credit < 0 {
+		if credit > max {
+			credit = max
+		} else {
+			credit = 0
+		}
+		atomic.StoreInt64(pt.word64(ptOffLease), credit)
+	}
+	return credit
+}
+
+// ReturnShimLease empties the lease and gives its capacity back to the
+// first tier (after a harvest adopted the pages created so far).
+func (b *Bucket) ReturnShimLease() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.returnLeaseLocked()
+}
+
+func (b *Bucket) returnLeaseLocked() {
+	if pt := b.pt; pt != nil {
+		atomic.StoreInt64(pt.word64(ptOffLease), 0)
+	}
+	if b.leased > 0 {
+		b.p.tiers[0].release(b.leased)
+		b.leased = 0
+	}
+}
+
+// ShimLease reports the pages the lease holds and the bytes reserved for
+// it (tests, stats).
+func (b *Bucket) ShimLease() (pages, reserved int64) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if pt := b.pt; pt != nil {
+		pages = atomic.LoadInt64(pt.word64(ptOffLease))
+	}
+	return pages, b.leased
+}
+
+// adoptNewLocked makes each page a shim created (dirty bit set, no blob)
+// a dirty first-tier blob, paid for out of the lease. A dirty bit with no
+// resident bit and no blob is stale and dropped. Returns the pages
+// adopted. Under the write lock with every shim writer out.
+func (b *Bucket) adoptNewLocked(pt *pageTable, now int64) int {
+	n := 0
+	for w := range pt.dirty {
+		d := atomic.LoadUint64(&pt.dirty[w])
+		for d != 0 {
+			bit := d & -d
+			d &^= bit
+			i := int64(w)*64 + int64(trailingZeros(bit))
+			if b.pages[i] != nil {
+				continue // an existing page: harvestLocked's loop
+			}
+			if b.adoptLocked(pt, i, now) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func trailingZeros(x uint64) int {
+	n := 0
+	for x&1 == 0 {
+		x >>= 1
+		n++
+	}
+	return n
+}
+
+// adoptLocked turns page i, created by a shim, into a blob.
+func (b *Bucket) adoptLocked(pt *pageTable, i int64, now int64) bool {
+	w, bit := i/64, uint64(1)<<(uint(i)%64)
+	alloc := roundUp(b.pageSize)
+	resident := atomic.LoadUint64(&pt.bits[w])&bit != 0
+	ok := resident && (i+1)*b.pageSize <= pt.cover && b.segs[0] != nil
+	if ok && b.leased >= alloc {
+		b.leased -= alloc
+	} else if ok && !b.p.tiers[0].reserve(alloc) {
+		ok = false
+	}
+	if !ok {
+		atomic.AndUint64(&pt.dirty[w], ^bit)
+		if resident {
+			log.Printf("bufferpool: bucket %s: page %d created by a shim past its lease: dropped", b.Name(), i)
+			atomic.AndUint64(&pt.bits[w], ^bit)
+			if s := b.segs[0]; s != nil && (i+1)*b.pageSize <= pt.cover {
+				s.seg.Punch(i*b.pageSize, b.pageSize)
+			}
+		}
+		return false
+	}
+	atomic.AndUint64(&pt.dirty[w], ^bit)
+	bl := &blob{page: i, size: b.pageSize, alloc: alloc, scoreAt: now}
+	b.segs[0].nblobs++
+	bl.off = i * b.pageSize
+	b.enterTierLocked(bl, 0)
+	b.insertLocked(bl)
+	b.wroteLocked(bl, now)
+	return true
+}
+
+// raiseSizeForLocked keeps a page placed below the first tier out of the
+// shims' reach: the shared size passes its first byte.
+func (b *Bucket) raiseSizeForLocked(i int64) {
+	if pt := b.pt; pt != nil {
+		maxInt64(pt.size(), i*b.pageSize+1)
+	}
+}
+
+func roundUpTo(n, m int64) int64 { return (n + m - 1) / m * m }
