@@ -90,6 +90,14 @@ func (f *file) syncShim() bool {
 	if s <= f.size.Load() {
 		return false
 	}
+	// A shim raises the size only past a page it placed first (fast.c), so
+	// a size whose last byte is in no page is not one a write made: a
+	// hostile or broken client wrote it, and it is ignored (the next
+	// look, after that page is harvested, takes a real one). Without this
+	// a scribbled word made the file 7 EB long and its write-back EFBIG.
+	if ps := f.bucket.PageSize(); !f.bucket.HasPage((s-1)/ps) || s > maxFileSize {
+		return false
+	}
 	growTo(&f.size, s)
 	f.dataChanged()
 	return true
