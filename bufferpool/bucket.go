@@ -105,11 +105,13 @@ type Bucket struct {
 	dead   bool
 	pt     *pageTable // shared page table (PageTable), nil until asked for
 	leased int64      // bytes of tier 0 reserved for pages shims may create (lease.go)
-	pages  map[int64]*blob
-	named  map[string]*blob
-	segs   []*segment // per tier, nil while closed
-	ndirty int
-	j      *bucketJournal // nil unless SetJournalTag (journal.go)
+	// shimDropped counts pages shims created past their lease (lease.go).
+	shimDropped int64
+	pages       map[int64]*blob
+	named       map[string]*blob
+	segs        []*segment // per tier, nil while closed
+	ndirty      int
+	j           *bucketJournal // nil unless SetJournalTag (journal.go)
 
 	// jsize is the file's logical size for the journal (SetSharedSize).
 	jsize atomic.Int64

@@ -160,7 +160,12 @@ func (b *Bucket) adoptLocked(pt *pageTable, i int64, now int64) bool {
 	if !ok {
 		atomic.AndUint64(&pt.dirty[w], ^bit)
 		if resident {
-			log.Printf("bufferpool: bucket %s: page %d created by a shim past its lease: dropped", b.Name(), i)
+			// A hostile client can set every bit: log the 1st, 2nd, 4th …
+			// drop, not each one.
+			if b.shimDropped++; b.shimDropped&(b.shimDropped-1) == 0 {
+				log.Printf("bufferpool: bucket %s: page %d created by a shim past its lease: dropped (%d so far)",
+					b.Name(), i, b.shimDropped)
+			}
 			atomic.AndUint64(&pt.bits[w], ^bit)
 			if s := b.segs[0]; s != nil && (i+1)*b.pageSize <= pt.cover {
 				s.seg.Punch(i*b.pageSize, b.pageSize)
