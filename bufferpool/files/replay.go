@@ -229,6 +229,11 @@ func (fs *FS) replay() *bufferpool.ReplayReport {
 	for _, m := range rep.Messages {
 		log.Warnf("replay: %s", m)
 	}
+	if rep.Pages == 0 && rep.Skipped == 0 && rep.Failed == 0 {
+		// A killed daemon that had nothing dirty on the file tier.
+		log.Infof("replay: nothing to write back from the file tier of a killed daemon; %d bytes of its tier files reclaimed", rep.Reclaimed)
+		return &rep
+	}
 	log.Warnf("replay: %d pages (%d bytes) of %d files written back from the file tier of a killed daemon; %d pages skipped, %d files failed, %d bytes of tier files reclaimed",
 		rep.Pages, rep.Bytes, rep.Files, rep.Skipped, rep.Failed, rep.Reclaimed)
 	return &rep
