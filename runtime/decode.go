@@ -102,39 +102,38 @@ func (d *decoder) tiers(n *yaml.Node, key string) error {
 	return nil
 }
 
-// size reads a size of 0 or more bytes.
-func (d *decoder) size(p *int64) field {
+// sizeField reads a size into p. A value ParseSize refuses is reported
+// with its error, or, when bad is set, as bad (a hint with examples); a
+// value ok refuses is reported as range.
+func (d *decoder) sizeField(p *int64, bad string, ok func(int64) bool, rng string) field {
 	return func(n *yaml.Node, key string) error {
 		s, err := d.scalar(n, key)
 		if err != nil {
 			return err
 		}
 		v, err := ParseSize(s)
-		if err != nil || v < 0 {
-			return d.errorf(n, key, "%q is not a size (like 0, 4MiB, 32MiB)", s)
+		switch {
+		case err != nil && bad != "":
+			return d.errorf(n, key, "%q %s", s, bad)
+		case err != nil:
+			return d.errorf(n, key, "%v", err)
+		case !ok(v):
+			return d.errorf(n, key, "%q%s", s, rng)
 		}
 		*p = v
 		return nil
 	}
 }
 
+// size reads a size of 0 or more bytes.
+func (d *decoder) size(p *int64) field {
+	const bad = "is not a size (like 0, 4MiB, 32MiB)"
+	return d.sizeField(p, bad, func(v int64) bool { return v >= 0 }, " "+bad)
+}
+
 // bytes reads a size of 0 (the default) or at least 1 GiB.
 func (d *decoder) bytes(p *int64) field {
-	return func(n *yaml.Node, key string) error {
-		s, err := d.scalar(n, key)
-		if err != nil {
-			return err
-		}
-		v, err := ParseSize(s)
-		if err != nil {
-			return d.errorf(n, key, "%v", err)
-		}
-		if v != 0 && v < 1<<30 {
-			return d.errorf(n, key, "%q: 0 (the default) or at least 1GiB", s)
-		}
-		*p = v
-		return nil
-	}
+	return d.sizeField(p, "", func(v int64) bool { return v == 0 || v >= 1<<30 }, ": 0 (the default) or at least 1GiB")
 }
 
 // capacity reads a size, or for a ram tier also a percentage of the
@@ -360,22 +359,10 @@ func (d *decoder) duration(p *time.Duration, canDisable bool) field {
 	}
 }
 
+// pageSize reads a page size: a power of two from 4 KiB to 64 MiB.
 func (d *decoder) pageSize(p *int64) field {
-	return func(n *yaml.Node, key string) error {
-		s, err := d.scalar(n, key)
-		if err != nil {
-			return err
-		}
-		v, err := ParseSize(s)
-		if err != nil {
-			return d.errorf(n, key, "%v", err)
-		}
-		if v < 4096 || v > 64<<20 || v&(v-1) != 0 {
-			return d.errorf(n, key, "%q is not a power of two between 4KiB and 64MiB", s)
-		}
-		*p = v
-		return nil
-	}
+	return d.sizeField(p, "", func(v int64) bool { return v >= 4096 && v <= 64<<20 && v&(v-1) == 0 },
+		" is not a power of two between 4KiB and 64MiB")
 }
 
 // bandwidth reads bytes per second: "20MiB", "20MiB/s", 0 = unlimited.
