@@ -182,8 +182,15 @@ func TestLeaseFullTier(t *testing.T) {
 	requireSame(t, "in the backing dir after unmount", filepath.Join(back, "big.bin"), data)
 }
 
-// ramUse reads the RAM tier's use and capacity from iowarp stat.
-func ramUse(t *testing.T, dir, ctl string) (used, capacity int64) {
+// ramTier is the first (RAM) tier as iowarp stat --json reports it.
+type ramTier struct {
+	Kind     string `json:"kind"`
+	Capacity int64  `json:"capacity"`
+	Used     int64  `json:"used"`
+	Blobs    int64  `json:"blobs"`
+}
+
+func statRAM(t *testing.T, dir, ctl string) ramTier {
 	t.Helper()
 	out, err := exec.Command(iowarp, "stat", dir, "--control-dir", ctl, "--json").Output()
 	if err != nil {
@@ -191,17 +198,19 @@ func ramUse(t *testing.T, dir, ctl string) (used, capacity int64) {
 	}
 	var st struct {
 		Pool struct {
-			Tiers []struct {
-				Kind     string `json:"kind"`
-				Capacity int64  `json:"capacity"`
-				Used     int64  `json:"used"`
-			} `json:"tiers"`
+			Tiers []ramTier `json:"tiers"`
 		} `json:"pool"`
 	}
 	if err := json.Unmarshal(out, &st); err != nil || len(st.Pool.Tiers) == 0 || st.Pool.Tiers[0].Kind != "ram" {
 		t.Fatalf("iowarp stat: %v: %s", err, out)
 	}
-	return st.Pool.Tiers[0].Used, st.Pool.Tiers[0].Capacity
+	return st.Pool.Tiers[0]
+}
+
+// ramUse reads the RAM tier's use and capacity from iowarp stat.
+func ramUse(t *testing.T, dir, ctl string) (used, capacity int64) {
+	r := statRAM(t, dir, ctl)
+	return r.Used, r.Capacity
 }
 
 // TestLeaseClientKilled: a shim client killed -9 in the middle of a burst
@@ -246,24 +255,8 @@ func TestLeaseClientKilled(t *testing.T) {
 // leaseOf reads the RAM tier from iowarp stat: its blobs and the bytes it
 // has reserved past them (leases; pages are 1 MiB).
 func leaseOf(t *testing.T, dir, ctl string) (blobs, reserved int64) {
-	t.Helper()
-	out, err := exec.Command(iowarp, "stat", dir, "--control-dir", ctl, "--json").Output()
-	if err != nil {
-		t.Fatalf("iowarp stat: %v", err)
-	}
-	var st struct {
-		Pool struct {
-			Tiers []struct {
-				Used  int64 `json:"used"`
-				Blobs int64 `json:"blobs"`
-			} `json:"tiers"`
-		} `json:"pool"`
-	}
-	if err := json.Unmarshal(out, &st); err != nil || len(st.Pool.Tiers) == 0 {
-		t.Fatalf("iowarp stat: %v: %s", err, out)
-	}
-	tr := st.Pool.Tiers[0]
-	return tr.Blobs, tr.Used - tr.Blobs<<20
+	r := statRAM(t, dir, ctl)
+	return r.Blobs, r.Used - r.Blobs<<20
 }
 
 // TestVectorFast: readv, writev, preadv, pwritev, preadv2 and pwritev2
