@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -145,32 +144,12 @@ func TestConfinedHelper(t *testing.T) {
 	}
 }
 
-func runCmd(name string, args ...string) ([]byte, error) {
-	return exec.Command(name, args...).CombinedOutput()
-}
-
-// bombScript writes a 2 GiB chunk of zeros deflated to a few MiB: a
-// read of any element of /bomb makes libhdf5 allocate the whole chunk
-// (and zlib its output), as cve-2018-11202.h5 makes it allocate without
-// bound.
-const bombScript = `
-import sys, zlib, h5py, numpy as np
-n = 2 << 30
-c = zlib.compressobj(1)
-z = bytes(1 << 20)
-blob = b"".join([c.compress(z) for _ in range(n >> 20)] + [c.flush()])
-with h5py.File(sys.argv[1], "w") as f:
-    d = f.create_dataset("bomb", shape=(n,), dtype="i1", chunks=(n,), compression="gzip")
-    d.id.write_direct_chunk((0,), blob)
-    f["fine"] = np.arange(10, dtype="i4")
-`
-
 // TestMemoryBound: a file that makes libhdf5 allocate gigabytes costs
 // one failed request and that helper (its address space is bounded by
 // MemoryLimit); the next request of the same file reads.
 func TestMemoryBound(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "bomb.h5")
-	fixture.Run(t, bombScript, f)
+	fixture.Run(t, fixture.Script(t, "bomb.py"), f)
 	p := New(Options{Size: 1, Deadline: 20 * time.Second, MemoryLimit: 2 << 30, Logf: t.Logf})
 	t.Cleanup(func() { p.Close() })
 	ctx := context.Background()
