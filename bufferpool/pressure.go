@@ -10,7 +10,7 @@ const shedFloor = 16
 // cannot reclaim without swap: when the machine or the daemon's cgroup
 // runs short, the pool is what has to give memory back, or the OOM killer
 // takes the daemon and every dirty byte with it. The daemon watches for
-// pressure (runtime.PressureWatcher) and calls Shed; when the pressure has
+// pressure (host.PressureWatcher) and calls Shed; when the pressure has
 // passed, Unshed.
 
 // Shed moves the coldest blobs off every RAM tier, as the organizer

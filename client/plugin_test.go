@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/runtime/config"
 	"github.com/iowarp/iowarp/runtime/ipc"
 )
 
@@ -28,7 +29,7 @@ func TestPluginFromConfig(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build -buildmode=plugin: %v\n%s", err, out)
 	}
-	cfg, err := runtime.Parse("test.yaml", []byte("modules:\n  - "+so+"\n"))
+	cfg, err := config.Parse("test.yaml", []byte("modules:\n  - "+so+"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,19 +1,23 @@
-// Package runtime holds the per-node daemon's configuration and the checks
-// it makes before it mounts.
+// Package runtime is the daemon's task runtime: the module registry
+// (built-in modules and Go plugins), tasks and the worker pool that runs
+// them. It knows nothing of files, formats or the buffer pool; the daemon
+// (cmd/iowarp) registers the modules that serve them (runtime/modules/cte,
+// runtime/modules/fs) and hands it the configuration as Settings.
 //
-// A Config is read from YAML on top of an embedded default (default.yaml,
-// which documents every key): keys a file leaves out keep their default; a
-// list (tiers) is replaced as a whole. Reading is strict: an unknown key, a
-// repeated key, a value of the wrong shape or out of range is refused with
-// an *Error that names the file, the line, the key path and the reason,
-// e.g.
+// A Task names a module and a method by id and carries its arguments
+// (ArgWriter/ArgReader encode them); Exec runs one on the caller's
+// goroutine, SubmitTask/Go queue it for a worker. Errors cross the ipc
+// wire as codes (Code, CodeError).
 //
-//	config.yaml:12: tiers[1].capacity: "12XB" is not a size
+// Bounds: Options.Workers workers (default 2×GOMAXPROCS, at least 4);
+// Options.Queue queued tasks (default 1024), past which SubmitTask blocks;
+// a task from SubmitTask stays in the task table until WaitForTask
+// returns it (Go leaves nothing behind). A module's Run must honour its
+// context: Shutdown cancels it and waits for the workers.
 //
-// Sizes are human sizes (ParseSize): K, M, G, T with or without "iB" are
-// powers of 1024; KB, MB, GB, TB are powers of 1000.
-//
-// Config converts to the buffer pool's Config (PoolConfig) and to the file
-// layer's Options (FilesOptions). A Config is a plain value, not safe for
-// concurrent mutation.
+// Locks, in the order they may be taken: Runtime.regMu (Register only;
+// readers load the copy-on-write registry without a lock), then
+// Runtime.mu (the task table; held for map operations only, never across
+// a module call). No lock is held while a module runs, so a module may
+// submit tasks to others. Counters are atomics.
 package runtime

@@ -32,9 +32,9 @@ type Module interface {
 
 // Env is what a module receives at Initialize.
 type Env struct {
-	// Config is the daemon's configuration (nil in tests that run a bare
-	// Runtime). Modules must not modify it.
-	Config *Config
+	// Config is the daemon's configuration, a *config.Config (nil in
+	// tests that run a bare Runtime). Modules must not modify it.
+	Config Settings
 	// Runtime hosts the module; a module may submit tasks to others.
 	Runtime *Runtime
 	// Log is a logger tagged with the module's name.

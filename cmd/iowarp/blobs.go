@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iowarp/iowarp/client"
-	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/internal/units"
 )
 
 // ipcTarget names the daemon the blob commands talk to over ipc.
@@ -163,7 +163,7 @@ func printBlobs(w io.Writer, infos []client.BlobInfo) error {
 		for k, v := range i.Tags {
 			tags = append(tags, k+"="+v)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%d\t%s\t%s\n", i.Name, runtime.FormatSize(i.Size), i.Tier, i.Dirty,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%d\t%s\t%s\n", i.Name, units.FormatSize(i.Size), i.Tier, i.Dirty,
 			i.Version, i.Reads, i.LastUsed.Format(time.RFC3339), strings.Join(tags, ","))
 	}
 	return tw.Flush()

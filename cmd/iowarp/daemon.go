@@ -12,7 +12,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/runtime/config"
 	"github.com/iowarp/iowarp/runtime/control"
 )
 
@@ -53,14 +53,14 @@ func notifyParent(err error) {
 
 // defaultLogFile is the log of a --daemon without --log-file: next to
 // its control socket.
-func defaultLogFile(cfg *runtime.Config) string {
+func defaultLogFile(cfg *config.Config) string {
 	return strings.TrimSuffix(control.SocketPath(cfg.ControlDir, cfg.Mount), ".sock") + ".log"
 }
 
 // openLog points the log at the daemon's log file, if it has one: the
 // --log-file (also in the foreground), or for a daemon child the file its
 // parent opened for it. SIGHUP reopens it (reopenLog).
-func openLog(cfg *runtime.Config, logFile string) error {
+func openLog(cfg *config.Config, logFile string) error {
 	if logFile == "" && !isDaemonChild() {
 		return nil
 	}
@@ -89,7 +89,7 @@ func reopenLog(s os.Signal) {
 	logrus.Infof("%v: reopened log %s", s, p)
 }
 
-func daemonize(cfg *runtime.Config, logFile string) error {
+func daemonize(cfg *config.Config, logFile string) error {
 	if logFile == "" {
 		logFile = defaultLogFile(cfg)
 	}

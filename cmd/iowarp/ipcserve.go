@@ -12,6 +12,7 @@ import (
 	"github.com/iowarp/iowarp/bufferpool/files"
 	"github.com/iowarp/iowarp/fusefs"
 	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/runtime/config"
 	"github.com/iowarp/iowarp/runtime/ipc"
 	"github.com/iowarp/iowarp/runtime/modules/cte"
 	"github.com/iowarp/iowarp/runtime/modules/fs"
@@ -28,7 +29,7 @@ type ipcDaemon struct {
 // startIPC starts the runtime over pool (and fsys, nil for a daemon
 // without a file layer) and listens next to the control socket. admin.stop
 // sends the daemon SIGTERM: the same orderly drain as `runtime stop`.
-func startIPC(cfg *runtime.Config, pool *bufferpool.Pool, fsys *files.FS) (*ipcDaemon, error) {
+func startIPC(cfg *config.Config, pool *bufferpool.Pool, fsys *files.FS) (*ipcDaemon, error) {
 	d := &ipcDaemon{rt: runtime.New(runtime.Options{})}
 	if err := d.rt.Initialize(cfg); err != nil {
 		d.rt.Shutdown()

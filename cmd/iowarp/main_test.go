@@ -11,7 +11,8 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
-	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/internal/host"
+	"github.com/iowarp/iowarp/runtime/config"
 )
 
 // TestMountFlags: flags override the config; errors name the flag.
@@ -20,21 +21,21 @@ func TestMountFlags(t *testing.T) {
 		name string
 		args []string
 		err  string
-		ok   func(*runtime.Config) bool
+		ok   func(*config.Config) bool
 	}{
-		{"ram and nvme", []string{"--ram", "2GiB", "--nvme", "/local/nvme:100GiB"}, "", func(c *runtime.Config) bool {
+		{"ram and nvme", []string{"--ram", "2GiB", "--nvme", "/local/nvme:100GiB"}, "", func(c *config.Config) bool {
 			return c.Tiers[0].Capacity == 2<<30 && c.Tiers[1].Dir == "/local/nvme" && c.Tiers[1].Capacity == 100<<30
 		}},
-		{"ram percent", []string{"--ram", "10%"}, "", func(c *runtime.Config) bool {
-			return c.Tiers[0].Capacity > 0 && c.Tiers[0].Capacity <= runtime.MemTotal()/9
+		{"ram percent", []string{"--ram", "10%"}, "", func(c *config.Config) bool {
+			return c.Tiers[0].Capacity > 0 && c.Tiers[0].Capacity <= host.MemTotal()/9
 		}},
-		{"nvme dir with colon", []string{"--nvme", "/a:b/nvme:1G"}, "", func(c *runtime.Config) bool {
+		{"nvme dir with colon", []string{"--nvme", "/a:b/nvme:1G"}, "", func(c *config.Config) bool {
 			return c.Tiers[1].Dir == "/a:b/nvme" && c.Tiers[1].Capacity == 1<<30
 		}},
-		{"mode and backing", []string{"--mode", "scratch", "--backing", "/pfs"}, "", func(c *runtime.Config) bool {
+		{"mode and backing", []string{"--mode", "scratch", "--backing", "/pfs"}, "", func(c *config.Config) bool {
 			return c.Mode == files.Scratch && c.Backing == "/pfs"
 		}},
-		{"flush on close", []string{"--flush-on-close", "--allow-other"}, "", func(c *runtime.Config) bool {
+		{"flush on close", []string{"--flush-on-close", "--allow-other"}, "", func(c *config.Config) bool {
 			return c.FlushOnClose && c.AllowOther
 		}},
 		{"bad ram", []string{"--ram", "12XB"}, `--ram: "12XB" is not a size`, nil},
@@ -51,7 +52,7 @@ func TestMountFlags(t *testing.T) {
 			if err := cmd.ParseFlags(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			cfg := runtime.Default()
+			cfg := config.Default()
 			err := mf.override(cmd, cfg)
 			if tc.err != "" {
 				if err == nil || err.Error() != tc.err {
@@ -72,7 +73,7 @@ func TestMountFlags(t *testing.T) {
 // TestOverrideTierAdds: --ram or --nvme on a config without such a tier
 // adds one in the right place.
 func TestOverrideTierAdds(t *testing.T) {
-	cfg := runtime.Default()
+	cfg := config.Default()
 	cfg.Tiers = cfg.Tiers[1:] // file tier only
 	if err := overrideTier(cfg, bufferpool.KindRAM, "", "64MiB", "--ram"); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
-	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/runtime/config"
 )
 
 // mountFlags are the flags of `iowarp mount` and `iowarp runtime start`.
@@ -89,15 +89,15 @@ func mountMain(cmd *cobra.Command, lf *logFlags, mf *mountFlags, dir string) err
 }
 
 // load returns the embedded default or the --config file on top of it.
-func (mf *mountFlags) load() (*runtime.Config, error) {
+func (mf *mountFlags) load() (*config.Config, error) {
 	if mf.config == "" {
-		return runtime.Default(), nil
+		return config.Default(), nil
 	}
-	return runtime.Load(mf.config)
+	return config.Load(mf.config)
 }
 
 // start runs the daemon in the foreground, or detached with --daemon.
-func start(lf *logFlags, mf *mountFlags, cfg *runtime.Config) error {
+func start(lf *logFlags, mf *mountFlags, cfg *config.Config) error {
 	if !lf.explicit() {
 		if err := lf.apply(cfg.LogLevel); err != nil {
 			return err
@@ -117,7 +117,7 @@ func start(lf *logFlags, mf *mountFlags, cfg *runtime.Config) error {
 }
 
 // override applies the flags that were given on top of the config.
-func (mf *mountFlags) override(cmd *cobra.Command, cfg *runtime.Config) error {
+func (mf *mountFlags) override(cmd *cobra.Command, cfg *config.Config) error {
 	set := cmd.Flags().Changed
 	if set("backing") {
 		abs, err := filepath.Abs(mf.backing)
@@ -171,14 +171,14 @@ func (mf *mountFlags) override(cmd *cobra.Command, cfg *runtime.Config) error {
 
 // overrideTier sets the capacity (and dir) of the first tier of kind, or
 // adds one: a RAM tier first, a file tier after the RAM tiers.
-func overrideTier(cfg *runtime.Config, kind, dir, size, flag string) error {
-	capacity, err := runtime.ParseCapacity(size, kind)
+func overrideTier(cfg *config.Config, kind, dir, size, flag string) error {
+	capacity, err := config.ParseCapacity(size, kind)
 	if err != nil {
 		return fmt.Errorf("%s: %w", flag, err)
 	}
 	i, ok := cfg.TierByKind(kind)
 	if !ok {
-		t := runtime.Tier{Name: "ram", Kind: kind, HighWatermark: 0.9, LowWatermark: 0.7}
+		t := config.Tier{Name: "ram", Kind: kind, HighWatermark: 0.9, LowWatermark: 0.7}
 		i = 0
 		if kind == bufferpool.KindFile {
 			t.Name = "nvme"
@@ -186,7 +186,7 @@ func overrideTier(cfg *runtime.Config, kind, dir, size, flag string) error {
 				i++
 			}
 		}
-		cfg.Tiers = append(cfg.Tiers[:i], append([]runtime.Tier{t}, cfg.Tiers[i:]...)...)
+		cfg.Tiers = append(cfg.Tiers[:i], append([]config.Tier{t}, cfg.Tiers[i:]...)...)
 	}
 	cfg.Tiers[i].Capacity = capacity
 	cfg.OverriddenBy(fmt.Sprintf("tiers[%d].capacity", i), flag)
@@ -211,7 +211,7 @@ func newRuntimeCmd(lf *logFlags) *cobra.Command {
 			if mf.config == "" {
 				return fmt.Errorf("runtime start needs --config FILE (or use 'iowarp mount DIR')")
 			}
-			cfg, err := runtime.Load(mf.config)
+			cfg, err := config.Load(mf.config)
 			if err != nil {
 				return err
 			}
@@ -230,7 +230,7 @@ func newConfigCmd() *cobra.Command {
 		Short: "Print the embedded default configuration (every key, documented)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := os.Stdout.Write(runtime.DefaultYAML())
+			_, err := os.Stdout.Write(config.DefaultYAML())
 			return err
 		},
 	}, &cobra.Command{
@@ -238,7 +238,7 @@ func newConfigCmd() *cobra.Command {
 		Short: "Check a configuration file; print the error with its line, or nothing",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := runtime.Load(args[0])
+			_, err := config.Load(args[0])
 			return err
 		},
 	})

@@ -10,7 +10,8 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
-	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/internal/units"
+	"github.com/iowarp/iowarp/runtime/config"
 	"github.com/iowarp/iowarp/runtime/control"
 )
 
@@ -22,7 +23,7 @@ import (
 // SIGTERM/SIGINT (`iowarp runtime stop`, admin.stop); SIGHUP reopens the
 // log file. Blobs live in the pool only: they are gone when the daemon
 // stops.
-func serveNoMount(cfg *runtime.Config, ready *os.File) error {
+func serveNoMount(cfg *config.Config, ready *os.File) error {
 	sigs := watchSignals(func(s os.Signal) { logrus.Warnf("%v: still stopping", s) })
 	raiseLimits(cfg)
 	pool, err := bufferpool.New(cfg.PoolConfig())
@@ -44,7 +45,7 @@ func serveNoMount(cfg *runtime.Config, ready *os.File) error {
 		return errors.Join(err, ctl.Close(), pool.Close())
 	}
 	logrus.Infof("runtime without a mount: ipc %s, %s in %d tiers, pid %d", ipcd.srv.Path(),
-		runtime.FormatSize(cfg.Capacity()), len(cfg.Tiers), os.Getpid())
+		units.FormatSize(cfg.Capacity()), len(cfg.Tiers), os.Getpid())
 	if ready != nil {
 		fmt.Fprintln(ready, "ready")
 		ready.Close()

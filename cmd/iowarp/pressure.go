@@ -4,7 +4,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/iowarp/iowarp/bufferpool"
-	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/internal/host"
+	"github.com/iowarp/iowarp/internal/units"
 )
 
 // shedKeep is the share of its pages a RAM tier keeps at each sample
@@ -15,8 +16,8 @@ const shedKeep = 0.75
 // watchPressure starts moving the pool's RAM pages down a tier whenever
 // the machine or the daemon's cgroup is short of memory (PSI stalls,
 // memory.events), rather than letting the OOM killer take the daemon.
-func watchPressure(pool *bufferpool.Pool) *runtime.PressureWatcher {
-	w := runtime.NewPressureWatcher(pressureOptions(pool, runtime.PressureOptions{}))
+func watchPressure(pool *bufferpool.Pool) *host.PressureWatcher {
+	w := host.NewPressureWatcher(pressureOptions(pool, host.PressureOptions{}))
 	if w.Sources() == "" {
 		logrus.Warnf("neither PSI (/proc/pressure/memory) nor a cgroup v2 memory.events here: the daemon cannot see memory pressure coming")
 		return w
@@ -26,7 +27,7 @@ func watchPressure(pool *bufferpool.Pool) *runtime.PressureWatcher {
 }
 
 // pressureOptions sets the callbacks of o to shed and unshed pool.
-func pressureOptions(pool *bufferpool.Pool, o runtime.PressureOptions) runtime.PressureOptions {
+func pressureOptions(pool *bufferpool.Pool, o host.PressureOptions) host.PressureOptions {
 	o.OnPressure = func(why string) { relieve(pool, why) }
 	o.OnRelief = func() {
 		pool.Unshed()
@@ -45,5 +46,5 @@ func relieve(pool *bufferpool.Pool, why string) {
 		}
 	}
 	logrus.Warnf("memory pressure (%s): moved %s of RAM-tier pages to slower tiers; RAM tiers held at %s until it passes",
-		why, runtime.FormatSize(freed), runtime.FormatSize(ram))
+		why, units.FormatSize(freed), units.FormatSize(ram))
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/iowarp/iowarp/bufferpool"
-	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/internal/host"
 )
 
 // TestPressureDemotes: a memory-pressure event (a PSI stall injected
@@ -42,7 +42,7 @@ func TestPressureDemotes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w := runtime.NewPressureWatcher(pressureOptions(pool, runtime.PressureOptions{PSI: psi, Events: "-"}))
+	w := host.NewPressureWatcher(pressureOptions(pool, host.PressureOptions{PSI: psi, Events: "-"}))
 	t0 := time.Unix(1000, 0)
 	setPSI(0)
 	w.Sample(t0)

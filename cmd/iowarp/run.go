@@ -8,10 +8,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/iowarp/iowarp/internal/mountinfo"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
-
-	"github.com/iowarp/iowarp/runtime"
 )
 
 // shimLib is the LD_PRELOAD library's file name.
@@ -93,7 +92,7 @@ func findShim(lib string) (string, error) {
 
 // iowarpMounted reports whether an iowarp FUSE mount is visible here.
 func iowarpMounted() bool {
-	mounts, _ := runtime.Mounts()
+	mounts, _ := mountinfo.Mounts()
 	for _, m := range mounts {
 		if m.FSType == "fuse.iowarp" {
 			return true

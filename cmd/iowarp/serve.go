@@ -16,8 +16,11 @@ import (
 	"github.com/iowarp/iowarp/formats/helper"
 	"github.com/iowarp/iowarp/formats/omni"
 	"github.com/iowarp/iowarp/fusefs"
+	"github.com/iowarp/iowarp/internal/host"
+	"github.com/iowarp/iowarp/internal/mountinfo"
 	"github.com/iowarp/iowarp/internal/sys"
-	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/internal/units"
+	"github.com/iowarp/iowarp/runtime/config"
 	"github.com/iowarp/iowarp/runtime/control"
 )
 
@@ -35,14 +38,14 @@ type Info struct {
 // daemon is one running mount and what it owns, in the order it is built
 // and the reverse order it is torn down.
 type daemon struct {
-	cfg  *runtime.Config
+	cfg  *config.Config
 	pool *bufferpool.Pool
 	fsys *files.FS
 	ctl  *control.Server
 	srv  *fusefs.Server
 	ipc  *ipcDaemon   // runtime and client ipc (ipcserve.go)
 	fmts *helper.Pool // format helpers of the /.omni views
-	mem  *runtime.PressureWatcher
+	mem  *host.PressureWatcher
 	// stopAt is when the stop began (a signal or an external umount): the
 	// drain's duration is reported from there.
 	stopAt time.Time
@@ -50,7 +53,7 @@ type daemon struct {
 
 // serve checks, mounts, reports readiness on ready (if not nil), serves
 // until a signal or an external umount, drains and returns.
-func serve(cfg *runtime.Config, ready *os.File) error {
+func serve(cfg *config.Config, ready *os.File) error {
 	d := &daemon{cfg: cfg}
 	sigs := watchSignals(d.stillDraining)
 	if err := preflight(cfg); err != nil {
@@ -61,7 +64,7 @@ func serve(cfg *runtime.Config, ready *os.File) error {
 		return err
 	}
 	logrus.Infof("mounted %s (%s, backing %s, %s in %d tiers, pid %d)", cfg.Mount, cfg.Mode,
-		backingName(cfg), runtime.FormatSize(cfg.Capacity()), len(cfg.Tiers), os.Getpid())
+		backingName(cfg), units.FormatSize(cfg.Capacity()), len(cfg.Tiers), os.Getpid())
 	if ready != nil {
 		fmt.Fprintln(ready, "ready")
 		ready.Close()
@@ -75,7 +78,7 @@ func serve(cfg *runtime.Config, ready *os.File) error {
 // file that makes the reader loop costs this, then EIO.
 const omniDeadline = 20 * time.Second
 
-func backingName(cfg *runtime.Config) string {
+func backingName(cfg *config.Config) string {
 	if cfg.Mode == files.Scratch {
 		return "none"
 	}
@@ -84,14 +87,14 @@ func backingName(cfg *runtime.Config) string {
 
 // preflight checks what the user can fix before anything is mounted:
 // one error each, naming the path.
-func preflight(cfg *runtime.Config) error {
-	mnt, err := runtime.CheckMountPoint(cfg.Mount)
+func preflight(cfg *config.Config) error {
+	mnt, err := mountinfo.CheckMountPoint(cfg.Mount)
 	if err != nil {
 		return err
 	}
 	cfg.Mount = mnt
 	if cfg.Mode != files.Scratch {
-		if cfg.Backing == runtime.Default().Backing {
+		if cfg.Backing == config.Default().Backing {
 			// The built-in default is created on first use; a backing
 			// directory the user named must exist (a typo must not
 			// silently start an empty file system).
@@ -99,7 +102,7 @@ func preflight(cfg *runtime.Config) error {
 				return fmt.Errorf("create backing directory: %w", err)
 			}
 		}
-		if cfg.Backing, err = runtime.CheckWritable("backing directory", cfg.Backing); err != nil {
+		if cfg.Backing, err = mountinfo.CheckWritable("backing directory", cfg.Backing); err != nil {
 			return err
 		}
 	}
@@ -110,13 +113,13 @@ func preflight(cfg *runtime.Config) error {
 // raiseLimits raises the open-file limit and lowers the daemon's
 // oom_score_adj (it holds dirty data that exists nowhere else); failures
 // are warnings.
-func raiseLimits(cfg *runtime.Config) {
+func raiseLimits(cfg *config.Config) {
 	if n, err := sys.RaiseNofile(); err != nil {
 		logrus.Warnf("cannot raise the open-file limit: %v", err)
 	} else {
 		logrus.Debugf("open-file limit %d", n)
 	}
-	if err := runtime.SetOOMScoreAdj(cfg.OOMScoreAdj); err != nil {
+	if err := host.SetOOMScoreAdj(cfg.OOMScoreAdj); err != nil {
 		logrus.Warnf("%v: the OOM killer may take the daemon before other processes", err)
 	} else {
 		logrus.Debugf("oom_score_adj %d", cfg.OOMScoreAdj)
@@ -177,10 +180,10 @@ func (d *daemon) wait(sigs *signals) {
 		d.stopAt = time.Now()
 		if st := d.fsys.Stats(); st.Mode == files.Scratch {
 			logrus.Infof("%v: unmounting %s; scratch mode: its %s of data are dropped", s,
-				d.cfg.Mount, runtime.FormatSize(st.DirtyBytes))
+				d.cfg.Mount, units.FormatSize(st.DirtyBytes))
 		} else {
 			logrus.Infof("%v: draining %s of dirty data to %s, then unmounting %s", s,
-				runtime.FormatSize(st.DirtyBytes), backingName(d.cfg), d.cfg.Mount)
+				units.FormatSize(st.DirtyBytes), backingName(d.cfg), d.cfg.Mount)
 		}
 	}
 	// Drain while still mounted so that the unmount itself is quick; what
@@ -203,7 +206,7 @@ func (d *daemon) stillDraining(s os.Signal) {
 		dirty = d.fsys.Stats().DirtyBytes
 	}
 	logrus.Warnf("%v: still draining (%s dirty); kill -9 to abort, losing what is not fsynced", s,
-		runtime.FormatSize(dirty))
+		units.FormatSize(dirty))
 }
 
 // signals is a daemon's signal handling from start to exit: SIGHUP
@@ -288,10 +291,10 @@ func (d *daemon) close() error {
 		took := time.Since(start).Round(time.Millisecond)
 		if err != nil {
 			logrus.Errorf("drain INCOMPLETE after %v: %s left dirty (%s written back in total, %d flush errors)",
-				took, runtime.FormatSize(st.DirtyBytes), runtime.FormatSize(int64(st.FlushedBytes)), st.FlushErrors)
+				took, units.FormatSize(st.DirtyBytes), units.FormatSize(int64(st.FlushedBytes)), st.FlushErrors)
 		} else {
 			logrus.Infof("drained in %v (%s written back in total, %d flush errors)",
-				took, runtime.FormatSize(int64(st.FlushedBytes)), st.FlushErrors)
+				took, units.FormatSize(int64(st.FlushedBytes)), st.FlushErrors)
 		}
 	}
 	if d.mem != nil {

@@ -17,7 +17,8 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool/files"
 	"github.com/iowarp/iowarp/client"
-	"github.com/iowarp/iowarp/runtime"
+	"github.com/iowarp/iowarp/internal/units"
+	"github.com/iowarp/iowarp/runtime/config"
 	"github.com/iowarp/iowarp/runtime/control"
 	"github.com/iowarp/iowarp/runtime/ipc"
 )
@@ -36,7 +37,7 @@ func (t *target) register(cmd *cobra.Command) {
 // the default config's mount point, or, if no daemon serves that, the
 // daemon without a mount (returned as dir "").
 func (t *target) socket(args []string) (string, string, error) {
-	dir := runtime.Default().Mount
+	dir := config.Default().Mount
 	if len(args) > 0 {
 		dir = args[0]
 	} else if sock := control.SocketPath(t.controlDir, dir); !exists(sock) && exists(control.SocketPath(t.controlDir, "")) {
@@ -121,29 +122,29 @@ func printStats(w io.Writer, info Info, st files.Stats) error {
 			pct = 100 * float64(ts.Used) / float64(ts.Capacity)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f\t%s\t%d\t%d\t%d\t%d\t\n", ts.Name, ts.Kind,
-			runtime.FormatSize(ts.Capacity), runtime.FormatSize(ts.Used), pct, runtime.FormatSize(ts.Dirty),
+			units.FormatSize(ts.Capacity), units.FormatSize(ts.Used), pct, units.FormatSize(ts.Dirty),
 			ts.Blobs, ts.Promoted, ts.Demoted, ts.Evicted)
 	}
 	tw.Flush()
 	for _, ts := range st.Pool.Tiers {
 		if ts.Ceiling > 0 {
-			fmt.Fprintf(w, "memory pressure: tier %s held at %s until it passes\n", ts.Name, runtime.FormatSize(ts.Ceiling))
+			fmt.Fprintf(w, "memory pressure: tier %s held at %s until it passes\n", ts.Name, units.FormatSize(ts.Ceiling))
 		}
 	}
 	fmt.Fprintf(w, "\ndirty %s   flush backlog %d files   written back %s   staged in %s   flush errors %d\n",
-		runtime.FormatSize(st.DirtyBytes), st.FlushBacklog, runtime.FormatSize(int64(st.FlushedBytes)),
-		runtime.FormatSize(int64(st.StagedBytes)), st.FlushErrors)
+		units.FormatSize(st.DirtyBytes), st.FlushBacklog, units.FormatSize(int64(st.FlushedBytes)),
+		units.FormatSize(int64(st.StagedBytes)), st.FlushErrors)
 	_, err := fmt.Fprintf(w, "reads: %d hits, %d misses (pool: %d hits, %d misses)   read %s   written %s   open files %d\n",
-		st.ReadHits, st.ReadMisses, st.Pool.Hits, st.Pool.Misses, runtime.FormatSize(int64(st.BytesRead)),
-		runtime.FormatSize(int64(st.BytesWritten)), st.OpenFiles)
+		st.ReadHits, st.ReadMisses, st.Pool.Hits, st.Pool.Misses, units.FormatSize(int64(st.BytesRead)),
+		units.FormatSize(int64(st.BytesWritten)), st.OpenFiles)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "read-ahead: %d pages (%s) staged ahead, %d prefetch hits, %d wasted (evicted or dropped unread)\n",
-		st.PrefetchedPages, runtime.FormatSize(int64(st.PrefetchedBytes)), st.PrefetchHits, st.PrefetchWasted)
+		st.PrefetchedPages, units.FormatSize(int64(st.PrefetchedBytes)), st.PrefetchHits, st.PrefetchWasted)
 	if r := st.Replay; r != nil {
 		fmt.Fprintf(w, "at start: replayed %d pages (%s) of %d files from the file tier of a killed daemon; %d pages skipped, %d files failed, %s of its tier files reclaimed\n",
-			r.Pages, runtime.FormatSize(r.Bytes), r.Files, r.Skipped, r.Failed, runtime.FormatSize(r.Reclaimed))
+			r.Pages, units.FormatSize(r.Bytes), r.Files, r.Skipped, r.Failed, units.FormatSize(r.Reclaimed))
 	}
 	if wb := st.LongestWriteBack; wb != nil && time.Since(wb.Since) >= slowWriteBack {
 		fmt.Fprintf(w, "\nwrite-back of %s running for %v: the backing store is slow or hangs\n",
@@ -163,11 +164,11 @@ const slowWriteBack = 10 * time.Second
 // are held dirty in the pool until the backing store takes them.
 func printFailing(w io.Writer, st files.Stats) error {
 	fmt.Fprintf(w, "\nwrite-back FAILING for %d files, %s stuck dirty in the pool (retried; fsync returns the error):\n",
-		st.FailingCount, runtime.FormatSize(st.StuckDirtyBytes))
+		st.FailingCount, units.FormatSize(st.StuckDirtyBytes))
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "FILE\tCAUSE\tDIRTY\tFAILING FOR\tATTEMPTS\tLAST ERROR")
 	for _, ff := range st.FailingFiles {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%s\n", ff.Path, ff.Errno, runtime.FormatSize(ff.DirtyBytes),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%s\n", ff.Path, ff.Errno, units.FormatSize(ff.DirtyBytes),
 			time.Since(ff.Since).Round(time.Second), ff.Attempts, ff.Error)
 	}
 	if more := st.FailingCount - len(st.FailingFiles); more > 0 {
@@ -229,11 +230,11 @@ func printIPCStatus(w io.Writer, sock string) {
 	}
 	// This status call is one of the clients (and its requests are counted).
 	fmt.Fprintf(w, "ipc %s: %d clients (%s of segments), %d accepted, %d refused, %d killed, %d requests (%d bad), %d segments reclaimed\n",
-		sock, is.Clients, runtime.FormatSize(is.SegmentBytes), is.Accepted, is.Refused, is.Killed, is.Requests,
+		sock, is.Clients, units.FormatSize(is.SegmentBytes), is.Accepted, is.Refused, is.Killed, is.Requests,
 		is.BadRequests, is.Reclaimed)
 	if r := is.LastReclaim; r.Client != 0 {
 		fmt.Fprintf(w, "  last reclaimed: client %d (pid %d, %s) %s ago: %s segment, %d blocks left, %d handles closed\n",
-			r.Client, r.PID, r.Reason, time.Since(r.At).Round(time.Second), runtime.FormatSize(r.SegmentBytes),
+			r.Client, r.PID, r.Reason, time.Since(r.At).Round(time.Second), units.FormatSize(r.SegmentBytes),
 			r.Allocations, r.Handles)
 	}
 }

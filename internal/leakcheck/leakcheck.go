@@ -22,7 +22,6 @@
 package leakcheck
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"runtime"
@@ -31,6 +30,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/iowarp/iowarp/internal/mountinfo"
 
 	"github.com/hanwen/go-fuse/v2/splice"
 )
@@ -163,48 +164,15 @@ func newFds(before, now map[int]string) []string {
 
 // fuseMountsUnder lists the FUSE mount points under dir.
 func fuseMountsUnder(dir string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
+	ms, err := mountinfo.Mounts()
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		point, fstype, ok := mountLine(sc.Text())
-		if ok && strings.HasPrefix(fstype, "fuse") && (point == dir || strings.HasPrefix(point, dir+"/")) {
-			out = append(out, point)
+	for _, m := range ms {
+		if strings.HasPrefix(m.FSType, "fuse") && (m.Point == dir || strings.HasPrefix(m.Point, dir+"/")) {
+			out = append(out, m.Point)
 		}
 	}
 	return out
-}
-
-// mountLine returns the mount point (unescaped) and the fs type of one
-// line of mountinfo: id parent maj:min root point opts [optional...] -
-// fstype source superopts.
-func mountLine(line string) (point, fstype string, ok bool) {
-	f := strings.Fields(line)
-	for i := 6; i+1 < len(f); i++ {
-		if f[i] == "-" {
-			return unescape(f[4]), f[i+1], true
-		}
-	}
-	return "", "", false
-}
-
-// unescape undoes the kernel's \ooo escapes in mountinfo.
-func unescape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -99,16 +99,6 @@ func TestRunRestoresTMPDIR(t *testing.T) {
 	}
 }
 
-func TestMountLine(t *testing.T) {
-	point, fstype, ok := mountLine(`36 35 0:32 / /tmp/iow1/Test\040x/mnt rw,nosuid shared:1 - fuse.iowarp iowarp rw,user_id=0`)
-	if !ok || point != "/tmp/iow1/Test x/mnt" || fstype != "fuse.iowarp" {
-		t.Fatalf("%q %q %v", point, fstype, ok)
-	}
-	if _, _, ok := mountLine("garbage"); ok {
-		t.Fatal("garbage parsed")
-	}
-}
-
 // A FUSE mount left under the temp dir fails the run and is detached.
 func TestRunFailsMountLeak(t *testing.T) {
 	if os.Geteuid() != 0 {

@@ -24,15 +24,11 @@ package control
 
 import (
 	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -61,50 +57,14 @@ var (
 	ErrBusy = errors.New("the iowarp daemon is not answering")
 )
 
-// DefaultDir is the directory of control sockets for this user.
-func DefaultDir() string {
-	if os.Geteuid() == 0 {
-		return "/run/iowarp"
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "iowarp")
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("iowarp-%d", os.Geteuid()))
-}
+// DefaultDir is the directory of control sockets for this user
+// (unixsock.DefaultDir).
+func DefaultDir() string { return unixsock.DefaultDir() }
 
-// SocketPath is the socket of the mount at mount (an absolute path; "" for
-// a daemon without a mount, named as "/" is) in dir ("" = DefaultDir()).
-// The name is a hash of the whole path behind as much of its tail (up to
-// 32 bytes) as the 108-byte limit of a socket address leaves room for, so
-// it stays unique and bindable however deep dir and mount are.
-func SocketPath(dir, mount string) string {
-	if dir == "" {
-		dir = DefaultDir()
-	}
-	if mount == "" {
-		mount = "/"
-	}
-	clean := filepath.Clean(mount)
-	sum := sha256.Sum256([]byte(clean))
-	tail := strings.Trim(strings.ReplaceAll(clean, "/", "-"), "-")
-	if tail == "" {
-		tail = "root"
-	}
-	id := hex.EncodeToString(sum[:6]) + ".sock"
-	// The tail gets what room the directory leaves in a socket address.
-	room := min(32, maxSocketPath-len(filepath.Join(dir, id))-1)
-	if len(tail) > room {
-		tail = strings.TrimLeft(tail[len(tail)-max(room, 0):], "-")
-	}
-	if tail == "" {
-		return filepath.Join(dir, id)
-	}
-	return filepath.Join(dir, tail+"-"+id)
-}
-
-// maxSocketPath is the longest path a Unix socket address holds (108
-// bytes of sun_path with its NUL).
-const maxSocketPath = 107
+// SocketPath is the control socket of the mount at mount (an absolute
+// path; "" for a daemon without a mount) in dir ("" = DefaultDir()); see
+// unixsock.Path.
+func SocketPath(dir, mount string) string { return unixsock.Path(dir, mount, ".sock") }
 
 // Handler answers one operation.
 type Handler func() (any, error)

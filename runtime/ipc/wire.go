@@ -4,10 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/iowarp/iowarp/runtime/control"
+	"github.com/iowarp/iowarp/internal/unixsock"
 )
 
 // Request is one call in the request ring. Offsets are byte offsets from
@@ -90,12 +89,10 @@ const DefaultCallTimeout = 2 * time.Minute
 
 // SocketPath is the ipc socket of the daemon serving mount (absolute; ""
 // for a daemon without a mount) in dir ("" = the per-user default
-// directory): the control socket's name with ".ipc" for ".sock".
+// directory): the control socket's name with ".ipc" for ".sock"
+// (unixsock.Path).
 func SocketPath(dir, mount string) string {
-	if mount == "" {
-		mount = "/"
-	}
-	return strings.TrimSuffix(control.SocketPath(dir, mount), ".sock") + ".ipc"
+	return unixsock.Path(dir, mount, ".ipc")
 }
 
 type hello struct {

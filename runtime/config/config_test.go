@@ -1,4 +1,4 @@
-package runtime
+package config
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/internal/host"
 )
 
 func TestDefault(t *testing.T) {
@@ -147,7 +148,7 @@ func TestParsePartial(t *testing.T) {
 			return len(c.Tiers) == 1 && c.Tiers[0].Capacity == 64<<20
 		}},
 		{"ram percentage", "tiers:\n  - {name: r, kind: ram, capacity: 10%}\n", func(c *Config) bool {
-			return c.Tiers[0].Capacity > 0 && c.Tiers[0].Capacity <= MemTotal()/9
+			return c.Tiers[0].Capacity > 0 && c.Tiers[0].Capacity <= host.MemTotal()/9
 		}},
 		{"empty organizer", "organizer:\n", func(c *Config) bool { return c.Organizer.Interval == 200*time.Millisecond }},
 		{"bandwidth plain bytes", "backing_bandwidth: 1048576\n", func(c *Config) bool { return c.BackingBandwidth == 1<<20 }},
@@ -321,51 +322,6 @@ func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	cases := []struct {
-		in   string
-		want int64
-		err  string
-	}{
-		{"4096", 4096, ""},
-		{"1MiB", 1 << 20, ""},
-		{"1M", 1 << 20, ""},
-		{"1mb", 1e6, ""},
-		{"64 MiB", 64 << 20, ""},
-		{"1.5GiB", 1536 << 20, ""},
-		{"8GiB", 8 << 30, ""},
-		{"2T", 2 << 40, ""},
-		{"10B", 10, ""},
-		{"0", 0, ""},
-		{"12XB", 0, `"12XB" is not a size`},
-		{"", 0, `"" is not a size`},
-		{"MiB", 0, `"MiB" is not a size`},
-		{"1..2M", 0, `"1..2M" is not a size`},
-		{"-1M", 0, `"-1M" is not a size`},
-		{"99999999PiB", 0, `"99999999PiB" is too large`},
-	}
-	for _, tc := range cases {
-		got, err := ParseSize(tc.in)
-		if tc.err != "" {
-			if err == nil || err.Error() != tc.err {
-				t.Errorf("ParseSize(%q) = %d, %v; want error %s", tc.in, got, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
-		}
-	}
-}
-
-func TestFormatSize(t *testing.T) {
-	for n, want := range map[int64]string{0: "0B", 512: "512B", 1024: "1KiB", 1536 << 20: "1.5GiB", 8 << 30: "8GiB"} {
-		if got := FormatSize(n); got != want {
-			t.Errorf("FormatSize(%d) = %s, want %s", n, got, want)
-		}
-	}
-}
-
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(DefaultYAML()))
 	f.Add([]byte("tiers:\n  - {name: r, kind: ram, capacity: 10%}\n"))
@@ -381,14 +337,14 @@ func FuzzParse(f *testing.F) {
 // TestREADMEShowsDefault keeps the README's documented config example
 // identical to the embedded default.
 func TestREADMEShowsDefault(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Skip("no README.md next to the module")
 	}
 	y := string(DefaultYAML())
 	body := y[strings.Index(y, "# Where the file system"):]
 	if !strings.Contains(string(readme), body) {
-		t.Error("README.md's configuration example differs from runtime/default.yaml: copy it over")
+		t.Error("README.md's configuration example differs from runtime/config/default.yaml: copy it over")
 	}
 }
 

@@ -1,4 +1,4 @@
-package runtime
+package config
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/internal/units"
 )
 
 // decoder walks the yaml.Node tree of a config file by hand rather than
@@ -111,7 +112,7 @@ func (d *decoder) sizeField(p *int64, bad string, ok func(int64) bool, rng strin
 		if err != nil {
 			return err
 		}
-		v, err := ParseSize(s)
+		v, err := units.ParseSize(s)
 		switch {
 		case err != nil && bad != "":
 			return d.errorf(n, key, "%q %s", s, bad)
@@ -372,7 +373,7 @@ func (d *decoder) bandwidth(p *int64) field {
 		if err != nil {
 			return err
 		}
-		v, err := ParseSize(strings.TrimSuffix(strings.TrimSpace(s), "/s"))
+		v, err := units.ParseSize(strings.TrimSuffix(strings.TrimSpace(s), "/s"))
 		if err != nil {
 			return d.errorf(n, key, "%q is not a bandwidth (like 20MiB/s, 0 = unlimited)", s)
 		}

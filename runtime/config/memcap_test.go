@@ -1,16 +1,16 @@
-package runtime
+package config
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/iowarp/iowarp/internal/host"
 )
 
 // withHostMemory makes the config checks see m as this machine's memory.
-func withHostMemory(t *testing.T, m HostMemory) {
+func withHostMemory(t *testing.T, m host.HostMemory) {
 	t.Helper()
 	old := hostMemory
-	hostMemory = func() HostMemory { return m }
+	hostMemory = func() host.HostMemory { return m }
 	t.Cleanup(func() { hostMemory = old })
 }
 
@@ -18,13 +18,13 @@ func withHostMemory(t *testing.T, m HostMemory) {
 // daemon may use (MemTotal, or the cgroup's memory.max if lower) are
 // refused, with the numbers, at the tier that crosses the line.
 func TestRAMCap(t *testing.T) {
-	machine := HostMemory{MemTotal: 23961 << 20} // 23.4GiB
-	slurm := HostMemory{MemTotal: 256 << 30, CgroupMax: 8 << 30, Cgroup: "/slurm/uid_0/job_7"}
+	machine := host.HostMemory{MemTotal: 23961 << 20} // 23.4GiB
+	slurm := host.HostMemory{MemTotal: 256 << 30, CgroupMax: 8 << 30, Cgroup: "/slurm/uid_0/job_7"}
 	const tail = ": a RAM tier is memory the kernel cannot page out, and filling it would make the OOM killer " +
 		"take the daemon and every dirty byte; use at most 18.7GiB of RAM (and a file tier for the rest)"
 	cases := []struct {
 		name string
-		mem  HostMemory
+		mem  host.HostMemory
 		yaml string
 		want string // "" = accepted
 	}{
@@ -39,7 +39,7 @@ func TestRAMCap(t *testing.T) {
 		{"just fits", machine, "tiers:\n  - {name: r, kind: ram, capacity: 18GiB}\n", ""},
 		{"file tiers do not count", machine, "tiers:\n  - {name: r, kind: ram, capacity: 1GiB}\n  - {name: n, kind: file, dir: /n, capacity: 100TiB}\n", ""},
 		{"80% fits", slurm, "tiers:\n  - {name: r, kind: ram, capacity: 80%}\n", ""},
-		{"unknown memory", HostMemory{}, "tiers:\n  - {name: r, kind: ram, capacity: 100TiB}\n", ""},
+		{"unknown memory", host.HostMemory{}, "tiers:\n  - {name: r, kind: ram, capacity: 100TiB}\n", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,7 +57,7 @@ func TestRAMCap(t *testing.T) {
 
 // TestRAMCapFlag: a RAM tier set by a flag is refused naming the flag.
 func TestRAMCapFlag(t *testing.T) {
-	withHostMemory(t, HostMemory{MemTotal: 23961 << 20})
+	withHostMemory(t, host.HostMemory{MemTotal: 23961 << 20})
 	c := Default()
 	c.Tiers[0].Capacity = 1 << 40
 	c.OverriddenBy("tiers[0].capacity", "--ram")
@@ -69,66 +69,12 @@ func TestRAMCapFlag(t *testing.T) {
 
 // TestRAMPercentOfCgroup: "N%" is of the memory the daemon may use.
 func TestRAMPercentOfCgroup(t *testing.T) {
-	withHostMemory(t, HostMemory{MemTotal: 256 << 30, CgroupMax: 8 << 30, Cgroup: "/job"})
+	withHostMemory(t, host.HostMemory{MemTotal: 256 << 30, CgroupMax: 8 << 30, Cgroup: "/job"})
 	n, err := ParseCapacity("50%", "ram")
 	if err != nil || n != 4<<30 {
 		t.Fatalf("ParseCapacity(50%%) = %d, %v; want 4GiB", n, err)
 	}
 	if _, err := ParseCapacity("85%", "ram"); err == nil {
 		t.Fatal("85% accepted")
-	}
-}
-
-// TestCgroupLimit reads the tightest limit along the cgroup path, v2 and
-// v1, skipping levels that are not visible and "max"/unlimited values.
-func TestCgroupLimit(t *testing.T) {
-	root := t.TempDir()
-	write := func(rel, v string) {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(v+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("memory.max", "max") // the root has none
-	write("slurm/memory.max", "17179869184")
-	write("slurm/job_1/memory.max", "max")
-	write("slurm/job_1/step_0/memory.max", "8589934592")
-	write("memory/memory.limit_in_bytes", "9223372036854771712") // v1 root: unlimited
-	write("memory/batch/memory.limit_in_bytes", "4294967296")
-	cases := []struct {
-		name, cg string
-		want     int64
-		where    string
-	}{
-		{"v2 leaf", "0::/slurm/job_1/step_0\n", 8 << 30, "/slurm/job_1/step_0"},
-		{"v2 parent", "0::/slurm/job_1\n", 16 << 30, "/slurm"},
-		{"v2 not visible", "0::/slurm/job_2/x\n", 16 << 30, "/slurm"},
-		{"v2 none", "0::/\n", 0, ""},
-		{"v1", "4:memory:/batch/task\n0::/\n", 4 << 30, "/batch"},
-		{"v1 co-mounted", "4:cpu,memory:/batch\n", 4 << 30, "/batch"},
-		{"v1 unlimited", "4:memory:/\n", 0, ""},
-		{"garbage", "nonsense\n", 0, ""},
-	}
-	for _, tc := range cases {
-		got, where := cgroupLimit(root, []byte(tc.cg))
-		if got != tc.want || where != tc.where {
-			t.Errorf("%s: %d at %q, want %d at %q", tc.name, got, where, tc.want, tc.where)
-		}
-	}
-}
-
-func TestMeminfo(t *testing.T) {
-	b := []byte("MemTotal:       24683652 kB\nMemFree:         1000 kB\n")
-	if got := meminfoField(b, "MemTotal"); got != 24683652<<10 {
-		t.Errorf("MemTotal = %d", got)
-	}
-	if got := meminfoField(b, "Missing"); got != 0 {
-		t.Errorf("Missing = %d", got)
-	}
-	if MemTotal() <= 0 {
-		t.Errorf("MemTotal() = %d on this machine", MemTotal())
 	}
 }

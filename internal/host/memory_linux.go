@@ -1,4 +1,4 @@
-package runtime
+package host
 
 import (
 	"bufio"
@@ -8,16 +8,9 @@ import (
 	"path"
 	"strconv"
 	"strings"
-)
 
-// RAMShare is the largest fraction of the memory the daemon may use
-// (HostMemory.Usable) that the RAM tiers together may take. The RAM tier
-// is shared memory (memfds): the kernel cannot page it out without swap,
-// so a tier that fills more than the machine (or the cgroup) has makes the
-// OOM killer take the daemon and every dirty byte with it. The other 20%
-// are for the kernel, the page cache of the backing store, the daemon's
-// own heap and the applications.
-const RAMShare = 0.8
+	"github.com/iowarp/iowarp/internal/units"
+)
 
 // HostMemory is what the RAM tiers must fit in.
 type HostMemory struct {
@@ -38,16 +31,13 @@ func (m HostMemory) Usable() int64 {
 	return m.MemTotal
 }
 
-// describe names the limit Usable comes from, for error messages.
-func (m HostMemory) describe() string {
+// Describe names the limit Usable comes from, for error messages.
+func (m HostMemory) Describe() string {
 	if m.Usable() == m.CgroupMax && m.CgroupMax > 0 {
-		return fmt.Sprintf("the memory its cgroup may use (%s memory.max of %s)", FormatSize(m.CgroupMax), m.Cgroup)
+		return fmt.Sprintf("the memory its cgroup may use (%s memory.max of %s)", units.FormatSize(m.CgroupMax), m.Cgroup)
 	}
-	return fmt.Sprintf("this machine's memory (%s MemTotal)", FormatSize(m.MemTotal))
+	return fmt.Sprintf("this machine's memory (%s MemTotal)", units.FormatSize(m.MemTotal))
 }
-
-// hostMemory reads the host's memory limits; tests replace it.
-var hostMemory = ReadHostMemory
 
 // ReadHostMemory reads MemTotal and the cgroup limit of this process.
 func ReadHostMemory() HostMemory {

@@ -1,4 +1,4 @@
-package runtime
+package config
 
 import (
 	"strconv"
@@ -28,4 +28,13 @@ func (d *decoder) modules(n *yaml.Node, key string) error {
 		d.c.Modules = append(d.c.Modules, p)
 	}
 	return nil
+}
+
+// Plugins is the list of plugin files to load (Modules), as the runtime
+// asks for it (runtime.Settings).
+func (c *Config) Plugins() []string {
+	if c == nil {
+		return nil
+	}
+	return c.Modules
 }

@@ -25,7 +25,7 @@ import (
 //
 // Safe for concurrent use.
 type Runtime struct {
-	cfg *Config
+	cfg Settings
 	log logrus.FieldLogger
 	adm *admin // registered by Initialize as module AdminID
 
@@ -94,10 +94,18 @@ func New(opts Options) *Runtime {
 	return r
 }
 
+// Settings is what the runtime needs of the daemon's configuration (a
+// *config.Config): the plugins to load. The runtime keeps it opaque
+// otherwise, hands it to modules (Env.Config) and reports it as JSON
+// (the admin module's config method).
+type Settings interface {
+	Plugins() []string
+}
+
 // Initialize registers the built-in admin module and loads the plugins the
 // configuration lists (cfg may be nil: no plugins). Other built-in modules
 // (cte, fs) are registered by the daemon, which owns what they serve.
-func (r *Runtime) Initialize(cfg *Config) error {
+func (r *Runtime) Initialize(cfg Settings) error {
 	r.cfg = cfg
 	if err := r.Register(r.adm); err != nil {
 		return err
@@ -105,7 +113,7 @@ func (r *Runtime) Initialize(cfg *Config) error {
 	if cfg == nil {
 		return nil
 	}
-	for _, p := range cfg.Modules {
+	for _, p := range cfg.Plugins() {
 		if _, err := r.LoadPlugin(p); err != nil {
 			return err
 		}
@@ -114,7 +122,7 @@ func (r *Runtime) Initialize(cfg *Config) error {
 }
 
 // Config is the configuration given to Initialize (nil if none).
-func (r *Runtime) Config() *Config { return r.cfg }
+func (r *Runtime) Config() Settings { return r.cfg }
 
 // Register initializes m and adds it to the registry; its id is the number
 // of modules registered before it.

@@ -1,12 +1,12 @@
-package runtime
+// Package units parses and prints human sizes: K, M, G, T, P with or
+// without "iB" are powers of 1024; KB, MB, GB, TB, PB are powers of 1000.
+package units
 
 import (
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/iowarp/iowarp/bufferpool"
 )
 
 // sizeUnits maps a size suffix (lower case) to its multiplier. Binary
@@ -43,31 +43,6 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is too large", s)
 	}
 	return int64(b), nil
-}
-
-// ParseCapacity reads a tier capacity: a size more than zero, or for a
-// ram tier also a percentage ("25%") of the memory the daemon may use
-// (HostMemory.Usable: MemTotal, or the cgroup's limit if lower), at most
-// RAMShare of it.
-func ParseCapacity(s, kind string) (int64, error) {
-	if pct, ok := strings.CutSuffix(strings.TrimSpace(s), "%"); ok {
-		if kind != bufferpool.KindRAM {
-			return 0, fmt.Errorf("a percentage is only allowed for a ram tier")
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(pct), 64)
-		if err != nil || v <= 0 || v > RAMShare*100 {
-			return 0, fmt.Errorf("%q is not a percentage of memory between 0 and %g", s, RAMShare*100)
-		}
-		return int64(v / 100 * float64(hostMemory().Usable())), nil
-	}
-	n, err := ParseSize(s)
-	if err != nil {
-		return 0, err
-	}
-	if n <= 0 {
-		return 0, fmt.Errorf("%q must be more than zero", s)
-	}
-	return n, nil
 }
 
 // FormatSize renders n bytes with a binary suffix, e.g. "1.5GiB", "512B".

@@ -1,4 +1,4 @@
-package runtime
+package config
 
 import (
 	_ "embed"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/internal/host"
+	"github.com/iowarp/iowarp/internal/units"
 )
 
 //go:embed default.yaml
@@ -304,7 +306,7 @@ func (c *Config) validateTiers() error {
 		}
 		if t.Capacity < c.PageSize {
 			return c.errorf(key+".capacity", "%s is less than one page (page_size %s)",
-				FormatSize(t.Capacity), FormatSize(c.PageSize))
+				units.FormatSize(t.Capacity), units.FormatSize(c.PageSize))
 		}
 		if t.LowWatermark >= t.HighWatermark {
 			return c.errorf(key+".low_watermark", "%g must be below high_watermark %g",
@@ -317,7 +319,7 @@ func (c *Config) validateTiers() error {
 // validateRAM refuses RAM tiers that add up to more than RAMShare of the
 // memory the daemon may use (mem.Usable: MemTotal, or the cgroup's limit
 // if lower). The error is located at the ram tier that crosses the line.
-func (c *Config) validateRAM(mem HostMemory) error {
+func (c *Config) validateRAM(mem host.HostMemory) error {
 	usable := mem.Usable()
 	if usable <= 0 {
 		return nil // unknown: nothing to check against
@@ -330,19 +332,19 @@ func (c *Config) validateRAM(mem HostMemory) error {
 			continue
 		}
 		sum += t.Capacity
-		parts = append(parts, fmt.Sprintf("tiers[%d] %s", i, FormatSize(t.Capacity)))
+		parts = append(parts, fmt.Sprintf("tiers[%d] %s", i, units.FormatSize(t.Capacity)))
 		if sum <= limit {
 			continue
 		}
-		what := FormatSize(t.Capacity)
+		what := units.FormatSize(t.Capacity)
 		if len(parts) > 1 {
-			what = fmt.Sprintf("the ram tiers add up to %s (%s), which", FormatSize(sum), strings.Join(parts, " + "))
+			what = fmt.Sprintf("the ram tiers add up to %s (%s), which", units.FormatSize(sum), strings.Join(parts, " + "))
 		}
 		return c.errorf(fmt.Sprintf("tiers[%d].capacity", i),
 			"%s is more than %g%% of %s: a RAM tier is memory the kernel cannot page out, and filling it "+
 				"would make the OOM killer take the daemon and every dirty byte; use at most %s of RAM "+
 				"(and a file tier for the rest)",
-			what, RAMShare*100, mem.describe(), FormatSize(limit))
+			what, RAMShare*100, mem.Describe(), units.FormatSize(limit))
 	}
 	return nil
 }

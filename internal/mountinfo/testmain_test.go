@@ -1,0 +1,12 @@
+package mountinfo_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/iowarp/iowarp/internal/leakcheck"
+)
+
+// TestMain fails the package if its tests leak an fd or a FUSE mount.
+// (An external test package: leakcheck itself reads mountinfo.)
+func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m.Run)) }
