@@ -16,6 +16,7 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool/files"
 	"github.com/iowarp/iowarp/formats/omni"
+	"github.com/iowarp/iowarp/formats/omni/view"
 )
 
 // The node tree under /.omni. Every node names what it shows (a dataset
@@ -129,14 +130,14 @@ func fileAttr(st *unix.Stat_t, n int64, a *fuse.Attr) {
 	a.Nlink = 1
 	a.Size = uint64(n)
 	a.Blocks = uint64((n + 511) / 512)
-	a.Blksize = omniPage
+	a.Blksize = view.PageSize
 	ownerTimes(st, a)
 }
 
 // datasetDirAttr is the Getattr of a directory of dataset d (a group, a
 // variable, attrs/): dirAttr of d's source, which it does not open.
-func datasetDirAttr(d *dataset, out *fuse.AttrOut) syscall.Errno {
-	st, err := d.lstat()
+func datasetDirAttr(d *view.Dataset, out *fuse.AttrOut) syscall.Errno {
+	st, err := d.Lstat()
 	if err != nil {
 		return omniErrno(err)
 	}
@@ -231,7 +232,7 @@ func (r *omniRoot) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 func (r *omniRoot) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if r.o.opt.Registry != "" && omni.ValidName(name) {
 		if e, err := r.registry().Get(name); err == nil {
-			d := r.o.datasetOf(e.Source)
+			d := r.o.DatasetOf(e.Source)
 			return r.entry(ctx, r.child(ctx, name, &omniGroup{omniBase{o: r.o}, d, "/"}, true), out)
 		}
 	}
@@ -251,7 +252,7 @@ func lookupPath(ctx context.Context, b *omniBase, rel string, out *fuse.EntryOut
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR && !isStore(b.o.m.fs, rel):
 		return b.entry(ctx, b.child(ctx, name, &omniPathDir{omniBase{o: b.o}, rel}, true), out)
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR || (st.Mode&unix.S_IFMT == unix.S_IFREG && isDatasetFile(b.o.m.fs, rel)):
-		d := b.o.datasetAt(rel)
+		d := b.o.DatasetAt(rel)
 		return b.entry(ctx, b.child(ctx, name, &omniGroup{omniBase{o: b.o}, d, "/"}, true), out)
 	}
 	return nil, syscall.ENOENT
@@ -337,7 +338,7 @@ func (p *omniPathDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno)
 // directory and also holds schema.json.
 type omniGroup struct {
 	omniBase
-	d     *dataset
+	d     *view.Dataset
 	group string
 }
 
@@ -351,14 +352,14 @@ var (
 
 const schemaName = "schema.json"
 
-func (g *omniGroup) omniKey() string { return "g:" + g.d.key + "\x00" + g.group }
+func (g *omniGroup) omniKey() string { return "g:" + g.d.Key() + "\x00" + g.group }
 
-func (g *omniGroup) resolve() (*generation, *omni.Group, error) {
-	gen, err := g.d.current()
+func (g *omniGroup) resolve() (*view.Generation, *omni.Group, error) {
+	gen, err := g.d.Current()
 	if err != nil {
 		return nil, nil, err
 	}
-	grp, err := gen.ds.Group(g.group)
+	grp, err := gen.Model().Group(g.group)
 	return gen, grp, err
 }
 
@@ -427,7 +428,7 @@ func (g *omniGroup) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 			return g.entry(ctx, g.child(ctx, name, &omniGroup{omniBase{o: g.o}, g.d, c.Path}, true), out)
 		}
 	}
-	if _, err := gen.plan(g.group, name); err != nil {
+	if _, err := gen.Plan(g.group, name); err != nil {
 		if errorsIsInvalidView(name, err) {
 			return nil, syscall.EINVAL
 		}
@@ -442,7 +443,7 @@ func errorsIsInvalidView(name string, err error) bool {
 	return strings.ContainsAny(name, "[@") && errors.Is(err, omni.ErrInvalid)
 }
 
-func schemaOf(gen *generation) ([]byte, error) { return gen.ds.Schema() }
+func schemaOf(gen *view.Generation) ([]byte, error) { return gen.Model().Schema() }
 
 func (g *omniGroup) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	return getxattr(g.d, g.group, "", attr, dest)
@@ -454,7 +455,7 @@ func (g *omniGroup) Listxattr(ctx context.Context, dest []byte) (uint32, syscall
 
 // getxattr serves user.<name> from the attributes of group (view "") or
 // of a view in it, in d's current generation.
-func getxattr(d *dataset, group, view, attr string, dest []byte) (uint32, syscall.Errno) {
+func getxattr(d *view.Dataset, group, view, attr string, dest []byte) (uint32, syscall.Errno) {
 	attrs, err := currentAttrs(d, group, view)
 	if err != nil {
 		return 0, omniErrno(err)
@@ -478,7 +479,7 @@ func getxattr(d *dataset, group, view, attr string, dest []byte) (uint32, syscal
 }
 
 // listxattr lists user.<name> of every attribute getxattr serves.
-func listxattr(d *dataset, group, view string, dest []byte) (uint32, syscall.Errno) {
+func listxattr(d *view.Dataset, group, view string, dest []byte) (uint32, syscall.Errno) {
 	attrs, err := currentAttrs(d, group, view)
 	if err != nil {
 		return 0, omniErrno(err)
@@ -503,7 +504,7 @@ func listxattr(d *dataset, group, view string, dest []byte) (uint32, syscall.Err
 // renderings, its metadata as small files.
 type omniVar struct {
 	omniBase
-	d     *dataset
+	d     *view.Dataset
 	group string
 	view  string
 }
@@ -516,14 +517,14 @@ var (
 	_ fs.NodeListxattrer = (*omniVar)(nil)
 )
 
-func (v *omniVar) omniKey() string { return "v:" + v.d.key + "\x00" + v.group + "\x00" + v.view }
+func (v *omniVar) omniKey() string { return "v:" + v.d.Key() + "\x00" + v.group + "\x00" + v.view }
 
-func (v *omniVar) plan() (*plan, error) {
-	gen, err := v.d.current()
+func (v *omniVar) plan() (*view.Plan, error) {
+	gen, err := v.d.Current()
 	if err != nil {
 		return nil, err
 	}
-	return gen.plan(v.group, v.view)
+	return gen.Plan(v.group, v.view)
 }
 
 func (v *omniVar) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -539,7 +540,7 @@ func (v *omniVar) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		return nil, omniErrno(err)
 	}
 	names := slices.Clone(varFiles)
-	if p.hdr == nil {
+	if p.NPYHeader() == nil {
 		names = slices.DeleteFunc(names, func(s string) bool { return s == "data.npy" })
 	}
 	return dirEntries(names, map[string]bool{"attrs": true}), 0
@@ -555,7 +556,7 @@ func (v *omniVar) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	case "data":
 		ops = &omniData{omniBase{o: v.o}, v, dataRaw}
 	case "data.npy":
-		if p.hdr == nil {
+		if p.NPYHeader() == nil {
 			return nil, syscall.ENOENT
 		}
 		ops = &omniData{omniBase{o: v.o}, v, dataNPY}
@@ -573,20 +574,20 @@ func (v *omniVar) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 
 // meta renders shape, dtype or dims of the view: shape and dims as JSON
 // arrays, dtype as its name, each on one line.
-func (v *omniVar) meta(name string) func(*generation) ([]byte, error) {
-	return func(gen *generation) ([]byte, error) {
-		p, err := gen.plan(v.group, v.view)
+func (v *omniVar) meta(name string) func(*view.Generation) ([]byte, error) {
+	return func(gen *view.Generation) ([]byte, error) {
+		p, err := gen.Plan(v.group, v.view)
 		if err != nil {
 			return nil, err
 		}
 		var val any
 		switch name {
 		case "shape":
-			val = append([]int64{}, p.shape...)
+			val = append([]int64{}, p.Shape()...)
 		case "dims":
-			val = append([]string{}, p.v.Dims...)
+			val = append([]string{}, p.Variable().Dims...)
 		default:
-			return []byte(string(p.dtype) + "\n"), nil
+			return []byte(string(p.DType()) + "\n"), nil
 		}
 		b, err := json.Marshal(val)
 		return append(b, '\n'), err
@@ -605,7 +606,7 @@ func (v *omniVar) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.E
 // per attribute.
 type omniAttrs struct {
 	omniBase
-	d     *dataset
+	d     *view.Dataset
 	group string
 	view  string
 }
@@ -616,26 +617,26 @@ var (
 	_ fs.NodeGetattrer = (*omniAttrs)(nil)
 )
 
-func (a *omniAttrs) omniKey() string { return "a:" + a.d.key + "\x00" + a.group + "\x00" + a.view }
+func (a *omniAttrs) omniKey() string { return "a:" + a.d.Key() + "\x00" + a.group + "\x00" + a.view }
 
-func attrsOf(gen *generation, group, view string) ([]omni.Attribute, error) {
+func attrsOf(gen *view.Generation, group, view string) ([]omni.Attribute, error) {
 	if view == "" {
-		grp, err := gen.ds.Group(group)
+		grp, err := gen.Model().Group(group)
 		if err != nil {
 			return nil, err
 		}
 		return grp.Attrs, nil
 	}
-	p, err := gen.plan(group, view)
+	p, err := gen.Plan(group, view)
 	if err != nil {
 		return nil, err
 	}
-	return p.v.Attrs, nil
+	return p.Variable().Attrs, nil
 }
 
 // currentAttrs is attrsOf in d's current generation.
-func currentAttrs(d *dataset, group, view string) ([]omni.Attribute, error) {
-	gen, err := d.current()
+func currentAttrs(d *view.Dataset, group, view string) ([]omni.Attribute, error) {
+	gen, err := d.Current()
 	if err != nil {
 		return nil, err
 	}
@@ -674,9 +675,9 @@ func (a *omniAttrs) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	if _, ok := omni.Attr(attrs, name); !ok || !attrFileName(name) {
 		return nil, syscall.ENOENT
 	}
-	group, view := a.group, a.view
-	content := func(gen *generation) ([]byte, error) {
-		attrs, err := attrsOf(gen, group, view)
+	group, vname := a.group, a.view
+	content := func(gen *view.Generation) ([]byte, error) {
+		attrs, err := attrsOf(gen, group, vname)
 		if err != nil {
 			return nil, err
 		}
@@ -686,7 +687,7 @@ func (a *omniAttrs) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 		}
 		return []byte(at.String() + "\n"), nil
 	}
-	st := &omniStatic{omniBase{o: a.o}, a.d, "attr\x00" + group + "\x00" + view + "\x00" + name, content}
+	st := &omniStatic{omniBase{o: a.o}, a.d, "attr\x00" + group + "\x00" + vname + "\x00" + name, content}
 	return a.entry(ctx, a.child(ctx, name, st, false), out)
 }
 
@@ -695,9 +696,9 @@ func (a *omniAttrs) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 // omniStatic is a small file rendered from the current generation.
 type omniStatic struct {
 	omniBase
-	d       *dataset
+	d       *view.Dataset
 	id      string
-	content func(*generation) ([]byte, error)
+	content func(*view.Generation) ([]byte, error)
 }
 
 var (
@@ -706,10 +707,10 @@ var (
 	_ fs.NodeReader    = (*omniStatic)(nil)
 )
 
-func (s *omniStatic) omniKey() string { return "s:" + s.d.key + "\x00" + s.id }
+func (s *omniStatic) omniKey() string { return "s:" + s.d.Key() + "\x00" + s.id }
 
-func (s *omniStatic) render() (*generation, []byte, error) {
-	gen, err := s.d.current()
+func (s *omniStatic) render() (*view.Generation, []byte, error) {
+	gen, err := s.d.Current()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -719,20 +720,20 @@ func (s *omniStatic) render() (*generation, []byte, error) {
 
 func (s *omniStatic) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	if h, ok := f.(*omniBytes); ok {
-		fileAttr(&h.gen.stat, int64(len(h.b)), &out.Attr)
+		fileAttr(h.gen.Stat(), int64(len(h.b)), &out.Attr)
 		return 0
 	}
 	gen, b, err := s.render()
 	if err != nil {
 		return omniErrno(err)
 	}
-	fileAttr(&gen.stat, int64(len(b)), &out.Attr)
+	fileAttr(gen.Stat(), int64(len(b)), &out.Attr)
 	return 0
 }
 
 // omniBytes is an open file whose whole content was rendered at open.
 type omniBytes struct {
-	gen *generation
+	gen *view.Generation
 	b   []byte
 }
 
@@ -793,12 +794,12 @@ func (d *omniData) omniKey() string { return "d:" + d.v.omniKey() + "\x00" + str
 
 // size is the file's size: exact for data and data.npy; data.csv shows 0
 // until opened (it is served with direct I/O, read to EOF).
-func (d *omniData) size(p *plan) int64 {
+func (d *omniData) size(p *view.Plan) int64 {
 	switch d.kind {
 	case dataNPY:
-		return int64(len(p.hdr)) + p.size
+		return int64(len(p.NPYHeader())) + p.Size()
 	case dataRaw:
-		return p.size
+		return p.Size()
 	}
 	return 0
 }
@@ -806,26 +807,26 @@ func (d *omniData) size(p *plan) int64 {
 func (d *omniData) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	switch h := f.(type) {
 	case *omniBytes:
-		fileAttr(&h.gen.stat, int64(len(h.b)), &out.Attr)
+		fileAttr(h.gen.Stat(), int64(len(h.b)), &out.Attr)
 		return 0
 	case *omniDataHandle:
-		fileAttr(&h.p.g.stat, d.size(h.p), &out.Attr)
+		fileAttr(h.p.Generation().Stat(), d.size(h.p), &out.Attr)
 		return 0
 	}
 	p, err := d.v.plan()
 	if err != nil {
 		return omniErrno(err)
 	}
-	fileAttr(&p.g.stat, d.size(p), &out.Attr)
+	fileAttr(p.Generation().Stat(), d.size(p), &out.Attr)
 	return 0
 }
 
 // omniDataHandle is an open data or data.npy: the plan it was opened on
 // (a later change of the source fails its reads with ESTALE).
 type omniDataHandle struct {
-	p   *plan
+	p   *view.Plan
 	hdr []byte
-	c   *cursor
+	c   *view.Cursor
 }
 
 func (d *omniData) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -838,32 +839,15 @@ func (d *omniData) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	}
 	switch d.kind {
 	case dataCSV:
-		b, err := d.renderCSV(ctx, p)
+		b, err := p.CSV(asCaller(ctx))
 		if err != nil {
 			return nil, 0, omniErrno(err)
 		}
-		return &omniBytes{p.g, b}, fuse.FOPEN_DIRECT_IO, 0
+		return &omniBytes{p.Generation(), b}, fuse.FOPEN_DIRECT_IO, 0
 	case dataNPY:
-		return &omniDataHandle{p: p, hdr: p.hdr, c: newCursor()}, 0, 0
+		return &omniDataHandle{p: p, hdr: p.NPYHeader(), c: view.NewCursor()}, 0, 0
 	}
-	return &omniDataHandle{p: p, c: newCursor()}, 0, 0
-}
-
-func (d *omniData) renderCSV(ctx context.Context, p *plan) ([]byte, error) {
-	if p.size > maxCSV {
-		return nil, syscall.EFBIG
-	}
-	raw, err := p.readAll(ctx)
-	if err != nil {
-		return nil, err
-	}
-	v := *p.v
-	v.DType = p.dtype
-	var b bytes.Buffer
-	if err := omni.WriteCSV(&b, &v, p.h, raw); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return &omniDataHandle{p: p, c: view.NewCursor()}, 0, 0
 }
 
 func (d *omniData) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -876,7 +860,7 @@ func (d *omniData) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 		n = copy(dest, h.hdr[off:])
 	}
 	roff := max(0, off-int64(len(h.hdr)))
-	m, err := h.p.readAt(ctx, dest[n:], roff, h.c)
+	m, err := h.p.ReadAt(asCaller(ctx), dest[n:], roff, h.c)
 	if err != nil {
 		return nil, omniErrno(err)
 	}

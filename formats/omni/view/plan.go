@@ -1,42 +1,44 @@
-package fusefs
+package view
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/iowarp/iowarp/formats/omni"
 )
 
-// omniPage is the page size of the views' buckets in the pool.
-const omniPage = 1 << 20
+// PageSize is the page size of the views' buckets in the pool.
+const PageSize = 1 << 20
 
 const (
-	// maxPlans bounds the views resolved and kept per generation; past
+	// maxPlans bounds the views resolved and kept per Generation; past
 	// it a view is resolved again at each use.
 	maxPlans = 4096
 	// maxStringElems bounds a variable-length string variable read whole.
 	maxStringElems = 16 << 20
-	// maxCSV bounds the raw bytes rendered as data.csv at one open.
-	maxCSV = 64 << 20
-	// maxPlanMem bounds the string views' bytes a generation keeps in
+	// MaxCSV bounds the raw bytes rendered as data.csv at one open.
+	MaxCSV = 64 << 20
+	// maxPlanMem bounds the string views' bytes a Generation keeps in
 	// cached plans; past it a string view is read again at each use.
 	maxPlanMem = 256 << 20
 	// prefetchBlocks is how far ahead a sequential reader is read.
 	prefetchBlocks = 2
 )
 
-// plan is a resolved view (a variable and a hyperslab of it) and the
+// Plan is a resolved view (a variable and a hyperslab of it) and the
 // layout of its raw C-order bytes in blocks: a block is the unit of one
 // helper request and of caching. Blocks are hyperslabs contiguous in the
 // output: count 1 on the axes before axis, a run of indices on axis,
 // everything after it; runs follow the variable's chunks on axis, so a
 // whole-variable read decompresses every chunk once. Block j occupies
-// ppb pages of the generation's bucket from base+j*ppb.
-type plan struct {
-	g     *generation
+// ppb pages of the Generation's bucket from base+j*ppb.
+type Plan struct {
+	g     *Generation
 	v     *omni.Variable
 	h     omni.Hyperslab
 	dtype omni.DType // of the bytes served (S<n> for variable-length strings)
@@ -51,7 +53,7 @@ type plan struct {
 	nblocks, ppb, base     int64
 
 	failMu sync.Mutex
-	// failed remembers blocks a helper could not read in this generation,
+	// failed remembers blocks a helper could not read in this Generation,
 	// so a bad chunk costs one request and one log line per RetryAfter.
 	failed map[int64]failure
 }
@@ -62,9 +64,9 @@ type failure struct {
 	retryAt time.Time
 }
 
-// plan resolves the view name in group (a variable, a slice or a
-// coordinate filter) and returns its plan, cached per generation.
-func (g *generation) plan(group, name string) (*plan, error) {
+// Plan resolves the view name in group (a variable, a slice or a
+// coordinate filter) and returns its plan, cached per Generation.
+func (g *Generation) Plan(group, name string) (*Plan, error) {
 	key := group + "\x00" + name
 	g.mu.Lock()
 	p := g.plans[key]
@@ -83,7 +85,7 @@ func (g *generation) plan(group, name string) (*plan, error) {
 	if err := h.Check(v.Shape); err != nil {
 		return nil, err
 	}
-	p = &plan{g: g, v: v, h: h, dtype: v.DType, shape: h.Count}
+	p = &Plan{g: g, v: v, h: h, dtype: v.DType, shape: h.Count}
 	if v.DType == omni.String {
 		if err := p.readStrings(); err != nil {
 			return nil, err
@@ -108,7 +110,7 @@ func (g *generation) plan(group, name string) (*plan, error) {
 }
 
 // readCoord reads a coordinate variable for a coordinate filter.
-func (g *generation) readCoord(c *omni.Variable) ([]byte, error) {
+func (g *Generation) readCoord(c *omni.Variable) ([]byte, error) {
 	if c.External {
 		return nil, fmt.Errorf("coordinate %s is stored in other files: %w", c.Path, omni.ErrNotSupported)
 	}
@@ -117,7 +119,7 @@ func (g *generation) readCoord(c *omni.Variable) ([]byte, error) {
 
 // readStrings reads a variable-length string selection whole and keeps
 // it as fixed-width strings (what NumPy and CSV want).
-func (p *plan) readStrings() error {
+func (p *Plan) readStrings() error {
 	if p.v.Len() > maxStringElems {
 		return fmt.Errorf("%s: %d strings: %w", p.v.Path, p.v.Len(), omni.ErrNotSupported)
 	}
@@ -126,7 +128,7 @@ func (p *plan) readStrings() error {
 	}
 	raw, err := p.g.d.o.opt.Formats.ReadAll(p.g.d.confined(), p.g.path, p.v)
 	if err != nil {
-		return fmt.Errorf("read %s of %s: %w", p.v.Path, p.g.d.name(), err)
+		return fmt.Errorf("read %s of %s: %w", p.v.Path, p.g.d.Name(), err)
 	}
 	ss, err := omni.DecodeStrings(raw)
 	if err != nil {
@@ -171,7 +173,7 @@ func selectStrings(ss []string, shape []int64, h omni.Hyperslab) []string {
 }
 
 // layout splits the selection into blocks of about target bytes.
-func (p *plan) layout(target int64) {
+func (p *Plan) layout(target int64) {
 	es := int64(p.dtype.Size())
 	n := len(p.shape)
 	p.size = omni.NumElements(p.shape) * es
@@ -196,12 +198,12 @@ func (p *plan) layout(target int64) {
 	p.lineBytes = p.shape[k] * row[k]
 	p.runsPerLine = (p.shape[k] + run - 1) / run
 	p.nblocks = outer * p.runsPerLine
-	p.ppb = (run*row[k] + omniPage - 1) / omniPage
+	p.ppb = (run*row[k] + PageSize - 1) / PageSize
 }
 
 // blockAxis picks the outermost axis where a chunk-aligned run fits in
 // maxBlock; else the outermost where one index does (unit 1).
-func (p *plan) blockAxis(row []int64, maxBlock int64) (axis int, unit int64) {
+func (p *Plan) blockAxis(row []int64, maxBlock int64) (axis int, unit int64) {
 	for k := range row {
 		unit = 1
 		if k < len(p.v.Chunks) && len(p.v.Chunks) == len(p.shape) && p.h.StrideAt(k) == 1 && p.v.Chunks[k] > 0 {
@@ -221,7 +223,7 @@ func (p *plan) blockAxis(row []int64, maxBlock int64) (axis int, unit int64) {
 
 // block returns the hyperslab of block j, its offset in the raw data and
 // its length.
-func (p *plan) block(j int64) (omni.Hyperslab, int64, int64) {
+func (p *Plan) block(j int64) (omni.Hyperslab, int64, int64) {
 	n := len(p.shape)
 	h := omni.Hyperslab{Start: make([]int64, n), Count: make([]int64, n), Stride: p.h.Strides()}
 	if p.axis < 0 {
@@ -245,7 +247,7 @@ func (p *plan) block(j int64) (omni.Hyperslab, int64, int64) {
 
 // blockLen is the length of block j (block's third result, without
 // building its hyperslab: readAt asks it for every block it crosses).
-func (p *plan) blockLen(j int64) int64 {
+func (p *Plan) blockLen(j int64) int64 {
 	if p.axis < 0 {
 		return p.row
 	}
@@ -254,7 +256,7 @@ func (p *plan) blockLen(j int64) int64 {
 }
 
 // blockAt returns the block holding raw offset off and the offset in it.
-func (p *plan) blockAt(off int64) (j, in int64) {
+func (p *Plan) blockAt(off int64) (j, in int64) {
 	if p.axis < 0 {
 		return 0, off
 	}
@@ -263,19 +265,19 @@ func (p *plan) blockAt(off int64) (j, in int64) {
 	return l*p.runsPerLine + r, rem - r*p.run*p.row
 }
 
-// cursor is the read position of one open data file: reads that follow
+// Cursor is the read position of one open data file: reads that follow
 // it start the prefetch of the next blocks.
-type cursor struct{ last atomic.Int64 }
+type Cursor struct{ last atomic.Int64 }
 
-func newCursor() *cursor {
-	c := &cursor{}
+func NewCursor() *Cursor {
+	c := &Cursor{}
 	c.last.Store(-1)
 	return c
 }
 
-// readAt reads raw bytes of the selection at off, fetching missing
+// ReadAt reads raw bytes of the selection at off, fetching missing
 // blocks through a helper.
-func (p *plan) readAt(ctx context.Context, dst []byte, off int64, c *cursor) (int, error) {
+func (p *Plan) ReadAt(ctx context.Context, dst []byte, off int64, c *Cursor) (int, error) {
 	if off >= p.size {
 		return 0, nil
 	}
@@ -297,7 +299,7 @@ func (p *plan) readAt(ctx context.Context, dst []byte, off int64, c *cursor) (in
 
 // readBlock reads buf at in of block j: from the pool, else by a fetch
 // (shared with concurrent readers of the same block).
-func (p *plan) readBlock(ctx context.Context, j, in int64, buf []byte, c *cursor) error {
+func (p *Plan) readBlock(ctx context.Context, j, in int64, buf []byte, c *Cursor) error {
 	if p.v.External {
 		return p.readPrivate(ctx, j, in, buf)
 	}
@@ -312,7 +314,7 @@ func (p *plan) readBlock(ctx context.Context, j, in int64, buf []byte, c *cursor
 	return err
 }
 
-func (p *plan) readBlockData(ctx context.Context, j, in int64, buf []byte) error {
+func (p *Plan) readBlockData(ctx context.Context, j, in int64, buf []byte) error {
 	o := p.g.d.o
 	if p.readPages(j, in, buf) {
 		o.stats.blockHits.Add(1)
@@ -340,9 +342,9 @@ func (p *plan) readBlockData(ctx context.Context, j, in int64, buf []byte) error
 // readPrivate reads buf at in of block j through a helper running as the
 // caller, for data stored in other files: such a read is neither cached
 // nor shared, since what it may read depends on who asks.
-func (p *plan) readPrivate(ctx context.Context, j, in int64, buf []byte) error {
+func (p *Plan) readPrivate(ctx context.Context, j, in int64, buf []byte) error {
 	g := p.g
-	if err := g.fresh(); err != nil {
+	if err := g.Fresh(); err != nil {
 		return err
 	}
 	actx, err := g.d.asCaller(ctx)
@@ -351,25 +353,25 @@ func (p *plan) readPrivate(ctx context.Context, j, in int64, buf []byte) error {
 	}
 	// The files the data are stored in may have dirty pages: the helper
 	// reads them on the backing store (prepare wrote back only the
-	// dataset's own file).
-	if !g.d.o.throughMount() {
-		if err := g.d.o.m.fs.WriteBackAll(); err != nil {
+	// Dataset's own file).
+	if fsys := g.d.o.opt.Files; fsys != nil && !g.d.o.ThroughMount() {
+		if err := fsys.WriteBackAll(); err != nil {
 			return fmt.Errorf("write back before reading %s: %w", p.v.Path, err)
 		}
 	}
 	slab, _, blen := p.block(j)
-	st, err := g.d.o.staging.get(p.ppb * omniPage)
+	st, err := g.d.o.staging.get(p.ppb * PageSize)
 	if err != nil {
 		return err
 	}
 	defer g.d.o.staging.put(st)
-	clear(st.mem[:p.ppb*omniPage])
+	clear(st.mem[:p.ppb*PageSize])
 	n, err := g.d.o.opt.Formats.ReadTo(actx, g.path, p.v, slab, st.f, 0)
 	if err == nil && n != blen {
 		err = fmt.Errorf("helper wrote %d bytes for %d: %w", n, blen, omni.ErrCorrupt)
 	}
 	if err != nil {
-		err = fmt.Errorf("read %s%v of %s: %w", p.v.Path, slab.Start, g.d.name(), err)
+		err = fmt.Errorf("read %s%v of %s: %w", p.v.Path, slab.Start, g.d.Name(), err)
 		g.d.o.logf(err)
 		return err
 	}
@@ -378,12 +380,12 @@ func (p *plan) readPrivate(ctx context.Context, j, in int64, buf []byte) error {
 }
 
 // readPages copies buf from the pool; false if a page is missing.
-func (p *plan) readPages(j, in int64, buf []byte) bool {
+func (p *Plan) readPages(j, in int64, buf []byte) bool {
 	b := p.g.bucket
 	for len(buf) > 0 {
-		page := p.base + j*p.ppb + in/omniPage
-		poff := in % omniPage
-		m := min(int64(len(buf)), omniPage-poff)
+		page := p.base + j*p.ppb + in/PageSize
+		poff := in % PageSize
+		m := min(int64(len(buf)), PageSize-poff)
 		found, err := b.ReadPage(page, poff, buf[:m], nil)
 		if !found || err != nil {
 			return false
@@ -394,14 +396,14 @@ func (p *plan) readPages(j, in int64, buf []byte) bool {
 }
 
 // resident reports whether every page of block j is in the pool.
-func (p *plan) resident(j int64) bool {
+func (p *Plan) resident(j int64) bool {
 	first := p.base + j*p.ppb
 	return p.g.bucket.HasPage(first) && p.g.bucket.HasPage(first+p.ppb-1)
 }
 
 // prefetch starts reading the blocks after j that are neither resident
 // nor being read, at most prefetchBlocks of them.
-func (p *plan) prefetch(j int64) {
+func (p *Plan) prefetch(j int64) {
 	for k := j + 1; k <= j+prefetchBlocks && k < p.nblocks; k++ {
 		if p.resident(k) {
 			continue
@@ -422,7 +424,7 @@ type fetch struct {
 	data []byte
 	st   *staging
 	refs atomic.Int32
-	o    *omniFS
+	o    *Engine
 }
 
 func (f *fetch) unref() {
@@ -433,7 +435,7 @@ func (f *fetch) unref() {
 
 // startFetch returns the fetch of block j, with a reference; owner is
 // true when the caller must run it.
-func (g *generation) startFetch(p *plan, j int64) (f *fetch, owner bool) {
+func (g *Generation) startFetch(p *Plan, j int64) (f *fetch, owner bool) {
 	key := p.base + j*p.ppb
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -450,7 +452,7 @@ func (g *generation) startFetch(p *plan, j int64) (f *fetch, owner bool) {
 // runFetch reads block j through a helper into staging memory, keeps its
 // pages in the pool (clean: the pool may evict them) and wakes the
 // readers waiting for it.
-func (p *plan) runFetch(f *fetch, j int64) {
+func (p *Plan) runFetch(f *fetch, j int64) {
 	g := p.g
 	defer func() {
 		g.mu.Lock()
@@ -461,18 +463,18 @@ func (p *plan) runFetch(f *fetch, j int64) {
 	if f.err = p.failure(j); f.err != nil {
 		return
 	}
-	if f.err = g.fresh(); f.err != nil {
+	if f.err = g.Fresh(); f.err != nil {
 		return
 	}
 	slab, _, blen := p.block(j)
-	st, err := g.d.o.staging.get(p.ppb * omniPage)
+	st, err := g.d.o.staging.get(p.ppb * PageSize)
 	if err != nil {
 		f.err = err
 		return
 	}
 	// Zeroed first: staging memory is reused, and bytes a helper did not
 	// write must never be another block's (or another file's).
-	clear(st.mem[:p.ppb*omniPage])
+	clear(st.mem[:p.ppb*PageSize])
 	n, err := g.d.o.opt.Formats.ReadTo(g.d.confined(), g.path, p.v, slab, st.f, 0)
 	if err == nil && n != blen {
 		err = fmt.Errorf("helper wrote %d bytes for %d: %w", n, blen, omni.ErrCorrupt)
@@ -486,12 +488,12 @@ func (p *plan) runFetch(f *fetch, j int64) {
 	first := p.base + j*p.ppb
 	for i := range p.ppb {
 		// A full pool or a superseded bucket only costs the cache.
-		g.bucket.PutPage(first+i, st.mem[i*omniPage:(i+1)*omniPage], false)
+		g.bucket.PutPage(first+i, st.mem[i*PageSize:(i+1)*PageSize], false)
 	}
 	f.st, f.data = st, st.mem[:blen]
 }
 
-func (p *plan) failure(j int64) error {
+func (p *Plan) failure(j int64) error {
 	p.failMu.Lock()
 	defer p.failMu.Unlock()
 	f, ok := p.failed[j]
@@ -502,9 +504,9 @@ func (p *plan) failure(j int64) error {
 }
 
 // fail records and logs the failure of block j.
-func (p *plan) fail(j int64, err error) error {
+func (p *Plan) fail(j int64, err error) error {
 	slab, _, _ := p.block(j)
-	err = fmt.Errorf("read %s%v of %s: %w", p.v.Path, slab.Start, p.g.d.name(), err)
+	err = fmt.Errorf("read %s%v of %s: %w", p.v.Path, slab.Start, p.g.d.Name(), err)
 	p.failMu.Lock()
 	if p.failed == nil {
 		p.failed = map[int64]failure{}
@@ -515,9 +517,50 @@ func (p *plan) fail(j int64, err error) error {
 	return err
 }
 
-// readAll reads the whole selection (for data.csv).
-func (p *plan) readAll(ctx context.Context) ([]byte, error) {
+// ReadAll reads the whole selection (for data.csv).
+func (p *Plan) ReadAll(ctx context.Context) ([]byte, error) {
 	buf := make([]byte, p.size)
-	n, err := p.readAt(ctx, buf, 0, nil)
+	n, err := p.ReadAt(ctx, buf, 0, nil)
 	return buf[:n], err
+}
+
+// Generation is the generation the plan was resolved in.
+func (p *Plan) Generation() *Generation { return p.g }
+
+// Variable is the variable the view selects from.
+func (p *Plan) Variable() *omni.Variable { return p.v }
+
+// Hyperslab is the view's selection of the variable.
+func (p *Plan) Hyperslab() omni.Hyperslab { return p.h }
+
+// DType is the type of the bytes served (S<n> for variable-length strings).
+func (p *Plan) DType() omni.DType { return p.dtype }
+
+// Shape is the selection's shape.
+func (p *Plan) Shape() []int64 { return p.shape }
+
+// Size is the selection's raw bytes (C order, native byte order).
+func (p *Plan) Size() int64 { return p.size }
+
+// NPYHeader is the NumPy 1.0 header of data.npy; nil when NumPy has no
+// dtype for the view.
+func (p *Plan) NPYHeader() []byte { return p.hdr }
+
+// CSV renders the selection as CSV (omni.WriteCSV); a selection of more
+// than MaxCSV raw bytes fails with EFBIG.
+func (p *Plan) CSV(ctx context.Context) ([]byte, error) {
+	if p.size > MaxCSV {
+		return nil, fmt.Errorf("%s: %d bytes, more than %d to render as CSV: %w", p.v.Path, p.size, int64(MaxCSV), syscall.EFBIG)
+	}
+	raw, err := p.ReadAll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := *p.v
+	v.DType = p.dtype
+	var b bytes.Buffer
+	if err := omni.WriteCSV(&b, &v, p.h, raw); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
