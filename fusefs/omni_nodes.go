@@ -258,13 +258,10 @@ func lookupPath(ctx context.Context, b *omniBase, rel string, out *fuse.EntryOut
 	return nil, syscall.ENOENT
 }
 
-// datasetExts are the file names the views open as datasets.
-var datasetExts = []string{".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".cdf", ".netcdf",
-	".csv", ".tsv", ".jsonl", ".ndjson", ".parquet", ".pq"}
-
-// isDatasetFile: a known extension, or an HDF5 or NetCDF-3 signature.
+// isDatasetFile: the extension of a format, or a file a format driver
+// recognises by its first bytes (omni.Recognise).
 func isDatasetFile(fsys *files.FS, rel string) bool {
-	if omni.HasExt(rel, datasetExts...) {
+	if omni.HasDatasetExt(rel) {
 		return true
 	}
 	h, _, err := fsys.Open(rel, unix.O_RDONLY, 0, files.Cred{})
@@ -272,20 +269,20 @@ func isDatasetFile(fsys *files.FS, rel string) bool {
 		return false
 	}
 	defer h.Release()
-	head := make([]byte, 8)
+	head := make([]byte, 4096)
 	n, _ := h.ReadAt(head, 0)
-	head = head[:n]
-	return omni.HasHDF5Signature(head) || (n >= 4 && string(head[:3]) == "CDF")
+	_, ok := omni.Recognise(omni.Probe{Path: rel, Head: head[:n]})
+	return ok
 }
 
-// isStore: a Zarr directory store.
+// isStore: a directory a format driver recognises (a Zarr store).
 func isStore(fsys *files.FS, rel string) bool {
-	for _, f := range []string{".zgroup", ".zarray", ".zmetadata"} {
-		if _, err := fsys.Lstat(rel + "/" + f); err == nil {
-			return true
-		}
+	has := func(name string) bool {
+		_, err := fsys.Lstat(rel + "/" + name)
+		return err == nil
 	}
-	return false
+	_, ok := omni.Recognise(omni.Probe{Path: rel, Has: has})
+	return ok
 }
 
 // omniPathDir mirrors a directory of the mount under /.omni.
@@ -324,7 +321,7 @@ func (p *omniPathDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno)
 	var names []string
 	dirs := map[string]bool{}
 	for _, e := range list {
-		if e.Mode&unix.S_IFMT == unix.S_IFDIR || (e.Mode&unix.S_IFMT == unix.S_IFREG && omni.HasExt(e.Name, datasetExts...)) {
+		if e.Mode&unix.S_IFMT == unix.S_IFDIR || (e.Mode&unix.S_IFMT == unix.S_IFREG && omni.HasDatasetExt(e.Name)) {
 			names = append(names, e.Name)
 			dirs[e.Name] = true // datasets are directories here
 		}

@@ -65,7 +65,8 @@ func init() {
 	omni.Register(omni.Driver{
 		Name:     "hdf5",
 		Priority: 10,
-		Sniff:    func(_ string, head []byte) bool { return omni.HasHDF5Signature(head) },
+		Exts:     []string{".h5", ".hdf5", ".he5", ".hdf"},
+		Sniff:    func(p omni.Probe) bool { return omni.HasHDF5Signature(p.Head) },
 		Open:     func(p string) (omni.Reader, error) { return Open(p) },
 		Write:    Write,
 	})

@@ -47,7 +47,7 @@ func registerMisbehave() bool {
 		return nil, errors.New("unreachable")
 	}
 	omni.Register(omni.Driver{Name: "misbehave", Priority: 100, Open: misbehave,
-		Sniff: func(p string, _ []byte) bool { return omni.HasExt(p, ".segv", ".abort", ".exit", ".hang") }})
+		Sniff: func(p omni.Probe) bool { return omni.HasExt(p.Path, ".segv", ".abort", ".exit", ".hang") }})
 	return true
 }
 

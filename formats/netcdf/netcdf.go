@@ -57,15 +57,19 @@ var formats = map[C.int]string{
 	C.NC_FORMAT_64BIT_DATA: "netcdf3-cdf5", C.NC_FORMAT_NETCDF4: "netcdf4", C.NC_FORMAT_NETCDF4_CLASSIC: "netcdf4-classic",
 }
 
+// exts are NetCDF's file name extensions.
+var exts = []string{".nc", ".nc4", ".cdf", ".netcdf"}
+
 func init() {
 	omni.Register(omni.Driver{
 		Name:     "netcdf",
 		Priority: 20,
-		Sniff: func(p string, head []byte) bool {
-			if len(head) >= 4 && string(head[:3]) == "CDF" && slices.Contains([]byte{1, 2, 5}, head[3]) {
+		Exts:     exts,
+		Sniff: func(p omni.Probe) bool {
+			if h := p.Head; len(h) >= 4 && string(h[:3]) == "CDF" && slices.Contains([]byte{1, 2, 5}, h[3]) {
 				return true
 			}
-			return omni.HasHDF5Signature(head) && omni.HasExt(p, ".nc", ".nc4", ".cdf", ".netcdf")
+			return omni.HasHDF5Signature(p.Head) && omni.HasExt(p.Path, exts...)
 		},
 		Open:  func(p string) (omni.Reader, error) { return Open(p) },
 		Write: Write,

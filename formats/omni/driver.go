@@ -52,10 +52,14 @@ type ReadFunc func(v *Variable) ([]byte, error)
 // Driver is a format: how to recognise, open and write it.
 type Driver struct {
 	Name string // hdf5, netcdf, zarr, csv, jsonl, parquet
-	// Sniff reports whether the file at path (head: its first 4 KiB,
-	// nil for a directory) is in this format.
-	Sniff func(path string, head []byte) bool
-	Open  func(path string) (Reader, error)
+	// Sniff reports whether the file or directory p shows is in this
+	// format. It looks at nothing but p: detection works the same on a
+	// local path (Detect) and on a mount's file layer (fusefs).
+	Sniff func(p Probe) bool
+	// Exts are the file name extensions of the format (".h5"): a
+	// listing shows such files as datasets without reading them.
+	Exts []string
+	Open func(path string) (Reader, error)
 	// Write creates path holding ds, data pulled through read. Optional.
 	Write func(path string, ds *Dataset, read ReadFunc) error
 	// Priority orders sniffing: higher first (NetCDF-4 before HDF5).
@@ -101,16 +105,54 @@ func DriverNames() []string {
 	return out
 }
 
+// Probe is what format detection looks at.
+type Probe struct {
+	// Path is the file's path or name; extensions are read from it.
+	Path string
+	// Head is the file's first 4 KiB (less for a shorter file); nil for
+	// a directory.
+	Head []byte
+	// Has reports whether a directory holds an entry called name (nil
+	// for a file).
+	Has func(name string) bool
+}
+
+// Recognise returns the driver, in sniffing order, that claims p.
+func Recognise(p Probe) (Driver, bool) {
+	for _, d := range Drivers() {
+		if d.Sniff != nil && d.Sniff(p) {
+			return d, true
+		}
+	}
+	return Driver{}, false
+}
+
+// HasDatasetExt reports whether name has the extension of a registered
+// format.
+func HasDatasetExt(name string) bool {
+	for _, d := range Drivers() {
+		if HasExt(name, d.Exts...) {
+			return true
+		}
+	}
+	return false
+}
+
 // Detect returns the driver for the file or store at path.
 func Detect(path string) (Driver, error) {
 	head, err := readHead(path)
 	if err != nil {
 		return Driver{}, err
 	}
-	for _, d := range Drivers() {
-		if d.Sniff != nil && d.Sniff(path, head) {
-			return d, nil
+	p := Probe{Path: path, Head: head}
+	if head == nil {
+		p.Has = func(name string) bool {
+			_, err := os.Stat(filepath.Join(path, name))
+			return err == nil
 		}
+	}
+	if d, ok := Recognise(p); ok {
+		return d, nil
 	}
 	return Driver{}, fmt.Errorf("%s: format not recognised: %w", path, ErrNotSupported)
 }

@@ -44,15 +44,18 @@ const RowDim = "row"
 
 func init() {
 	omni.Register(omni.Driver{
-		Name: "csv", Sniff: func(p string, h []byte) bool { return h != nil && omni.HasExt(p, ".csv", ".tsv") },
+		Name: "csv", Exts: []string{".csv", ".tsv"},
+		Sniff: func(p omni.Probe) bool { return p.Head != nil && omni.HasExt(p.Path, ".csv", ".tsv") },
 		Open: func(p string) (omni.Reader, error) { return Open(p) }, Write: WriteCSV,
 	})
 	omni.Register(omni.Driver{
-		Name: "jsonl", Sniff: func(p string, h []byte) bool { return h != nil && omni.HasExt(p, ".jsonl", ".ndjson") },
+		Name: "jsonl", Exts: []string{".jsonl", ".ndjson"},
+		Sniff: func(p omni.Probe) bool { return p.Head != nil && omni.HasExt(p.Path, ".jsonl", ".ndjson") },
 		Open: func(p string) (omni.Reader, error) { return Open(p) },
 	})
 	omni.Register(omni.Driver{
-		Name: "parquet", Sniff: func(p string, h []byte) bool { return bytes.HasPrefix(h, []byte("PAR1")) },
+		Name: "parquet", Exts: []string{".parquet", ".pq"},
+		Sniff: func(p omni.Probe) bool { return bytes.HasPrefix(p.Head, []byte("PAR1")) },
 		Open: func(p string) (omni.Reader, error) { return Open(p) }, Write: WriteParquet,
 	})
 }

@@ -42,12 +42,12 @@ func init() {
 	omni.Register(omni.Driver{Name: "omni", Write: Write})
 }
 
-func sniff(p string, head []byte) bool {
-	if head != nil {
+func sniff(p omni.Probe) bool {
+	if p.Head != nil || p.Has == nil {
 		return false
 	}
 	for _, n := range []string{".zgroup", ".zarray", Manifest} {
-		if _, err := os.Stat(filepath.Join(p, n)); err == nil {
+		if p.Has(n) {
 			return true
 		}
 	}
