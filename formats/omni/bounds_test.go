@@ -1,6 +1,7 @@
 package omni
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -47,5 +48,41 @@ func TestCapAttrs(t *testing.T) {
 	}
 	if got := back.Root.Attrs[0]; got.Omitted != a[0].Omitted || got.Len() != 0 {
 		t.Errorf("after schema.json: %+v", got)
+	}
+}
+
+// TestVariableBytesBound: a schema is refused when a variable's bytes
+// (not only its elements) pass MaxVariableBytes: a float64 of 2^60+1
+// elements would be a negative size, one of 2^62 elements a size of 0.
+func TestVariableBytesBound(t *testing.T) {
+	cases := []struct {
+		dtype DType
+		shape []int64
+		ok    bool
+	}{
+		{Float64, []int64{1<<60 + 1}, false},
+		{Float64, []int64{1 << 62}, false},
+		{Float64, []int64{1 << 31, 1 << 31}, false},
+		{Float64, []int64{1 << 59}, true},
+		{Int8, []int64{1 << 62}, true},
+		{FixedString(16), []int64{1 << 59}, false},
+		{Float32, []int64{0, 1 << 62}, true},
+	}
+	for _, tc := range cases {
+		ds := NewDataset("x", "test")
+		dims := make([]string, len(tc.shape))
+		for i := range dims {
+			dims[i] = string(rune('a' + i))
+		}
+		ds.Root.Variables = []*Variable{{Name: "v", Path: "/v", DType: tc.dtype, Shape: tc.shape, Dims: dims}}
+		err := ds.Validate()
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrInvalid)) {
+			t.Errorf("%s %v: Validate = %v, want ok=%v", tc.dtype, tc.shape, err, tc.ok)
+		}
+		if b, _ := json.Marshal(ds); err == nil {
+			if _, derr := DecodeSchema(b); derr != nil {
+				t.Errorf("%s %v: valid but DecodeSchema: %v", tc.dtype, tc.shape, derr)
+			}
+		}
 	}
 }

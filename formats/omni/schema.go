@@ -78,6 +78,11 @@ func validateGroup(g *Group, depth int) error {
 	return nil
 }
 
+// MaxVariableBytes bounds the bytes of one variable (elements × element
+// size) a schema may declare: 2^62, so that sums and offsets of a few of
+// them stay within an int64.
+const MaxVariableBytes = 1 << 62
+
 func (v *Variable) validate() error {
 	bad := func(why string) error {
 		return fmt.Errorf("schema: variable %s: %s: %w", v.Path, why, ErrInvalid)
@@ -92,13 +97,15 @@ func (v *Variable) validate() error {
 	case v.Chunks != nil && len(v.Chunks) != len(v.Shape):
 		return bad("chunks and shape differ in length")
 	}
-	total := int64(1)
+	// Bytes are bounded, not only elements: every size computed from a
+	// shape (a plan's, a block's, an export's) is elements × element size.
+	total := int64(max(v.DType.Size(), 1))
 	for i, n := range v.Shape {
 		if n < 0 || !validName(v.Dims[i]) {
 			return bad("negative size or bad dimension name")
 		}
-		if n > 0 && total > (1<<62)/n {
-			return bad("too many elements")
+		if n > 0 && total > MaxVariableBytes/n {
+			return bad(fmt.Sprintf("more than %d bytes", int64(MaxVariableBytes)))
 		}
 		total *= n
 	}
