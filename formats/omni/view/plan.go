@@ -454,7 +454,18 @@ func (g *Generation) startFetch(p *Plan, j int64) (f *fetch, owner bool) {
 // readers waiting for it.
 func (p *Plan) runFetch(f *fetch, j int64) {
 	g := p.g
+	var st *staging
 	defer func() {
+		// A bug (or a reader's answer that slipped past the checks) must
+		// cost this block an EIO, never the daemon: prefetches run in
+		// goroutines of their own, where a panic would take the process.
+		if r := recover(); r != nil {
+			f.err = p.record(j, fmt.Errorf("read %s block %d of %s: panic: %v: %w", p.v.Path, j, g.d.Name(), r, syscall.EIO))
+			if st != nil && f.st == nil {
+				g.d.o.staging.put(st)
+			}
+			f.data = nil
+		}
 		g.mu.Lock()
 		delete(g.fetching, p.base+j*p.ppb)
 		g.mu.Unlock()
@@ -469,6 +480,7 @@ func (p *Plan) runFetch(f *fetch, j int64) {
 	slab, _, blen := p.block(j)
 	st, err := g.d.o.staging.get(p.ppb * PageSize)
 	if err != nil {
+		st = nil
 		f.err = err
 		return
 	}
@@ -481,6 +493,7 @@ func (p *Plan) runFetch(f *fetch, j int64) {
 	}
 	if err != nil {
 		g.d.o.staging.put(st)
+		st = nil
 		f.err = p.fail(j, err)
 		return
 	}
@@ -506,7 +519,11 @@ func (p *Plan) failure(j int64) error {
 // fail records and logs the failure of block j.
 func (p *Plan) fail(j int64, err error) error {
 	slab, _, _ := p.block(j)
-	err = fmt.Errorf("read %s%v of %s: %w", p.v.Path, slab.Start, p.g.d.Name(), err)
+	return p.record(j, fmt.Errorf("read %s%v of %s: %w", p.v.Path, slab.Start, p.g.d.Name(), err))
+}
+
+// record remembers and logs err, the failure of block j, until RetryAfter.
+func (p *Plan) record(j int64, err error) error {
 	p.failMu.Lock()
 	if p.failed == nil {
 		p.failed = map[int64]failure{}
