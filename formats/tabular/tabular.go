@@ -46,17 +46,17 @@ func init() {
 	omni.Register(omni.Driver{
 		Name: "csv", Exts: []string{".csv", ".tsv"},
 		Sniff: func(p omni.Probe) bool { return p.Head != nil && omni.HasExt(p.Path, ".csv", ".tsv") },
-		Open: func(p string) (omni.Reader, error) { return Open(p) }, Write: WriteCSV,
+		Open:  func(p string) (omni.Reader, error) { return Open(p) }, Write: WriteCSV,
 	})
 	omni.Register(omni.Driver{
 		Name: "jsonl", Exts: []string{".jsonl", ".ndjson"},
 		Sniff: func(p omni.Probe) bool { return p.Head != nil && omni.HasExt(p.Path, ".jsonl", ".ndjson") },
-		Open: func(p string) (omni.Reader, error) { return Open(p) },
+		Open:  func(p string) (omni.Reader, error) { return Open(p) },
 	})
 	omni.Register(omni.Driver{
 		Name: "parquet", Exts: []string{".parquet", ".pq"},
 		Sniff: func(p omni.Probe) bool { return bytes.HasPrefix(p.Head, []byte("PAR1")) },
-		Open: func(p string) (omni.Reader, error) { return Open(p) }, Write: WriteParquet,
+		Open:  func(p string) (omni.Reader, error) { return Open(p) }, Write: WriteParquet,
 	})
 }
 
