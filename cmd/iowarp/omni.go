@@ -6,6 +6,7 @@ package main
 // data the helpers decoded.
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -20,8 +21,10 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 
+	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/formats/helper"
 	"github.com/iowarp/iowarp/formats/omni"
+	"github.com/iowarp/iowarp/formats/omni/view"
 )
 
 // commandMakers are commands other files register from init(); the root
@@ -270,9 +273,9 @@ type queryFlags struct {
 	sel                                  []string
 }
 
-// view builds the view name the flags describe, so the CLI and the
-// .omni/ views share one parser.
-func (q *queryFlags) view() (omni.View, error) {
+// viewName builds the view name the flags describe, so the CLI and the
+// .omni/ views share one parser (and one engine: formats/omni/view).
+func (q *queryFlags) viewName() (string, error) {
 	var filters []string
 	for _, kv := range [][2]string{{"time", q.time}, {"lat", q.lat}, {"lon", q.lon}} {
 		if kv[1] != "" {
@@ -283,35 +286,68 @@ func (q *queryFlags) view() (omni.View, error) {
 	name := path.Base("/" + q.variable)
 	switch {
 	case len(filters) > 0 && q.slice != "":
-		return omni.View{}, errors.New("query: --slice and coordinate ranges do not combine")
+		return "", errors.New("query: --slice and coordinate ranges do not combine")
 	case len(filters) > 0:
-		return omni.ParseView(name + "@" + strings.Join(filters, ","))
+		name += "@" + strings.Join(filters, ",")
 	case q.slice != "":
-		return omni.ParseView(name + "[" + q.slice + "]")
+		name += "[" + q.slice + "]"
 	}
-	return omni.ParseView(name)
+	_, err := omni.ParseView(name)
+	return name, err
+}
+
+// engine is a view engine over a new helper pool and a small RAM pool
+// caching its blocks, for one command; closing it closes both.
+type engine struct {
+	*view.Engine
+	helpers *helper.Pool
+	pool    *bufferpool.Pool
+}
+
+// queryCache is the RAM the CLI's engine caches blocks in: a few blocks,
+// enough for the read-ahead; a query streams, whatever its size.
+const queryCache = 64 << 20
+
+func (o *omniFlags) engine() (*engine, error) {
+	pool, err := bufferpool.New(bufferpool.Config{Tiers: []bufferpool.TierConfig{
+		{Name: "ram", Kind: bufferpool.KindRAM, Capacity: queryCache}}})
+	if err != nil {
+		return nil, err
+	}
+	h := o.pool()
+	return &engine{Engine: view.New(view.Options{Formats: h, Pool: pool, Logf: func(string, ...any) {}}), helpers: h, pool: pool}, nil
+}
+
+func (e *engine) Close() {
+	e.Engine.Close()
+	e.helpers.Close()
+	e.pool.Close()
 }
 
 func runQuery(ctx context.Context, of *omniFlags, q *queryFlags, arg string, stdout, stderr io.Writer) error {
-	view, err := q.view()
+	name, err := q.viewName()
 	if err != nil {
 		return err
 	}
-	p, src, ds, err := of.open(ctx, arg)
+	src, err := of.source(arg)
 	if err != nil {
 		return err
 	}
-	defer p.Close()
-	coords := func(c *omni.Variable) ([]byte, error) { return p.ReadAll(ctx, src, c) }
-	v, h, err := ds.Resolve(path.Dir("/"+q.variable), view, coords)
+	e, err := of.engine()
 	if err != nil {
 		return err
 	}
-	data, err := p.Read(ctx, src, v, h)
+	defer e.Close()
+	gen, err := e.DatasetOf(src).Current()
 	if err != nil {
 		return err
 	}
-	defer data.Close()
+	p, err := gen.Plan(path.Dir("/"+q.variable), name)
+	if err != nil {
+		return err
+	}
+	// Data in other files (external storage) is read as this user.
+	ctx = view.WithCaller(ctx, view.Caller{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid()), Pid: uint32(os.Getpid())})
 	w := stdout
 	if q.out != "" {
 		f, err := os.Create(q.out)
@@ -321,34 +357,40 @@ func runQuery(ctx context.Context, of *omniFlags, q *queryFlags, arg string, std
 		defer f.Close()
 		w = f
 	}
-	if strings.HasSuffix(q.out, ".npy") {
-		err = writeNPY(w, v.DType, h.Count, data.Bytes())
-	} else {
-		err = omni.WriteCSV(w, v, h, data.Bytes())
-	}
-	if err != nil {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if err := writeQuery(ctx, bw, p, strings.HasSuffix(q.out, ".npy")); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "%s: start %v count %v stride %v (%d elements)\n", v.Path, h.Start, h.Count, h.Strides(), h.Len())
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	h := p.Hyperslab()
+	fmt.Fprintf(stderr, "%s: start %v count %v stride %v (%d elements)\n", p.Variable().Path, h.Start, h.Count, h.Strides(), h.Len())
 	return nil
 }
 
-func writeNPY(w io.Writer, t omni.DType, shape []int64, data []byte) error {
-	if t == omni.String {
-		var err error
-		if t, data, err = omni.FixStrings(data); err != nil {
+// writeQuery streams the selection of p to w, block by block: .npy (its
+// header, then the raw bytes) or CSV.
+func writeQuery(ctx context.Context, w io.Writer, p *view.Plan, npy bool) error {
+	if npy {
+		hdr := p.NPYHeader()
+		if hdr == nil {
+			return fmt.Errorf("%s: %s has no NumPy dtype: %w", p.Variable().Path, p.DType(), omni.ErrNotSupported)
+		}
+		if _, err := w.Write(hdr); err != nil {
 			return err
 		}
+		return p.Each(ctx, func(_ omni.Hyperslab, raw []byte) error {
+			_, err := w.Write(raw)
+			return err
+		})
 	}
-	hdr, err := omni.NPYHeader(t, shape)
-	if err != nil {
+	v := *p.Variable()
+	v.DType = p.DType()
+	if err := omni.WriteCSVHeader(w, &v, len(p.Shape())); err != nil {
 		return err
 	}
-	if _, err := w.Write(hdr); err != nil {
-		return err
-	}
-	_, err = w.Write(data)
-	return err
+	return p.Each(ctx, func(h omni.Hyperslab, raw []byte) error { return omni.WriteCSVRows(w, &v, h, raw) })
 }
 
 func newAssimilateCmd() *cobra.Command {

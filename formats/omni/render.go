@@ -59,6 +59,29 @@ func NPYSize(t DType, shape []int64) (int64, error) {
 // is in long form: one index column per dimension (absolute indices in v),
 // then the value.
 func WriteCSV(w io.Writer, v *Variable, h Hyperslab, data []byte) error {
+	if err := WriteCSVHeader(w, v, len(h.Count)); err != nil {
+		return err
+	}
+	return WriteCSVRows(w, v, h, data)
+}
+
+// WriteCSVHeader writes the header line of WriteCSV for a selection of
+// rank dimensions of v.
+func WriteCSVHeader(w io.Writer, v *Variable, rank int) error {
+	var line string
+	if rank > 1 {
+		line = csvJoin(append(append([]string(nil), v.Dims...), v.Name))
+	} else {
+		line = csvField(v.Name)
+	}
+	_, err := io.WriteString(w, line+"\n")
+	return err
+}
+
+// WriteCSVRows writes the rows of WriteCSV for selection h of v (data:
+// its raw bytes) without the header, so that the blocks of a large
+// selection, each with its own h, make one CSV one after the other.
+func WriteCSVRows(w io.Writer, v *Variable, h Hyperslab, data []byte) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	vals, err := csvValues(v.DType, data)
 	if err != nil {
@@ -68,12 +91,6 @@ func WriteCSV(w io.Writer, v *Variable, h Hyperslab, data []byte) error {
 		return fmt.Errorf("csv of %s: %d values for %d selected: %w", v.Path, len(vals), h.Len(), ErrInvalid)
 	}
 	long := len(h.Count) > 1
-	if long {
-		bw.WriteString(csvJoin(append(append([]string(nil), v.Dims...), v.Name)))
-	} else {
-		bw.WriteString(csvField(v.Name))
-	}
-	bw.WriteByte('\n')
 	idx := make([]int64, len(h.Count))
 	for _, val := range vals {
 		if long {

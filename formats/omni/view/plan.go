@@ -581,3 +581,32 @@ func (p *Plan) CSV(ctx context.Context) ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
+
+// Each calls fn with the selection block by block, in output order: the
+// block's selection of the variable and its raw bytes (valid only during
+// the call). Blocks come from the pool or are read through a helper, with
+// the read-ahead of a sequential reader, so a selection of any size
+// streams in bounded memory.
+func (p *Plan) Each(ctx context.Context, fn func(h omni.Hyperslab, raw []byte) error) error {
+	if p.size == 0 {
+		return nil
+	}
+	if p.mem != nil {
+		return fn(p.h, p.mem)
+	}
+	c := NewCursor()
+	var buf []byte
+	for j := range p.nblocks {
+		slab, off, n := p.block(j)
+		if int64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		if _, err := p.ReadAt(ctx, buf[:n], off, c); err != nil {
+			return err
+		}
+		if err := fn(slab, buf[:n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
