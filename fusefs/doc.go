@@ -146,6 +146,11 @@
 // with search where readable), so the kernel applies the source's
 // permissions.
 //
+// The engine behind these nodes (datasets, generations, plans, blocks,
+// the cache in the pool) is formats/omni/view; this package adds the
+// nodes, the caller of each request (view.WithCaller) and the errno
+// translation (omniErrno). `iowarp query` drives the same engine.
+//
 // Data: formats run in helper processes (Formats, formats/helper), never
 // here. A view is cut into blocks that follow the variable's chunks (one
 // helper request each, decoded straight into a shared-memory staging
@@ -195,9 +200,10 @@
 // the helper's last words when it crashed or timed out), remembered for
 // the generation for OMNIOptions.RetryAfter (no second helper request
 // until then, or until the source changes) and answered EIO (EACCES for
-// a permission error). No lock is
-// held while a helper works. omniFS.mu, dataset.mu and generation.mu are
-// each taken alone, inside nothing.
+// a permission error); a panic while a block is read is an EIO of that
+// block. No lock is held while a helper works. view.Engine.mu,
+// view.Dataset.mu and view.Generation.mu are each taken alone, inside
+// nothing.
 //
 // fsyncdir fsyncs the directory in the backing store (files.FS.Fsyncdir):
 // the namespace is applied there synchronously, so this makes its entries
