@@ -145,10 +145,15 @@ func datasetDirAttr(d *view.Dataset, out *fuse.AttrOut) syscall.Errno {
 	return 0
 }
 
+// ownerTimes gives a view the source's owner and times, with the
+// source's mtime as its ctime too: a view changes only when the source's
+// content does, while the source's own ctime also moves when the daemon
+// writes it back, which made tar of a view tree fail with "file changed
+// as we read it".
 func ownerTimes(st *unix.Stat_t, a *fuse.Attr) {
 	a.Uid, a.Gid = st.Uid, st.Gid
 	a.Mtime, a.Mtimensec = uint64(st.Mtim.Sec), uint32(st.Mtim.Nsec)
-	a.Ctime, a.Ctimensec = uint64(st.Ctim.Sec), uint32(st.Ctim.Nsec)
+	a.Ctime, a.Ctimensec = uint64(st.Mtim.Sec), uint32(st.Mtim.Nsec)
 	a.Atime, a.Atimensec = uint64(st.Atim.Sec), uint32(st.Atim.Nsec)
 }
 
@@ -537,9 +542,9 @@ func (v *omniVar) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		return nil, omniErrno(err)
 	}
 	names := slices.Clone(varFiles)
-	if p.NPYHeader() == nil {
-		names = slices.DeleteFunc(names, func(s string) bool { return s == "data.npy" })
-	}
+	names = slices.DeleteFunc(names, func(s string) bool {
+		return s == "data.npy" && p.NPYHeader() == nil || s == "data.csv" && p.CSVTooBig()
+	})
 	return dirEntries(names, map[string]bool{"attrs": true}), 0
 }
 
@@ -558,6 +563,10 @@ func (v *omniVar) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		}
 		ops = &omniData{omniBase{o: v.o}, v, dataNPY}
 	case "data.csv":
+		if p.CSVTooBig() {
+			// Not listed either: too large to render (view.MaxCSV).
+			return nil, syscall.EFBIG
+		}
 		ops = &omniData{omniBase{o: v.o}, v, dataCSV}
 	case "shape", "dtype", "dims":
 		ops = &omniStatic{omniBase{o: v.o}, v.d, v.view + "\x00" + name, v.meta(name)}
@@ -789,16 +798,17 @@ var (
 
 func (d *omniData) omniKey() string { return "d:" + d.v.omniKey() + "\x00" + string(rune('0'+d.kind)) }
 
-// size is the file's size: exact for data and data.npy; data.csv shows 0
-// until opened (it is served with direct I/O, read to EOF).
-func (d *omniData) size(p *view.Plan) int64 {
+// size is the file's size, exact for every rendering: data.csv is
+// rendered once to learn it (view.Plan.CSVSize), so tar, rsync and cp
+// copy it whole.
+func (d *omniData) size(ctx context.Context, p *view.Plan) (int64, error) {
 	switch d.kind {
 	case dataNPY:
-		return int64(len(p.NPYHeader())) + p.Size()
+		return int64(len(p.NPYHeader())) + p.Size(), nil
 	case dataRaw:
-		return p.Size()
+		return p.Size(), nil
 	}
-	return 0
+	return p.CSVSize(asCaller(ctx))
 }
 
 func (d *omniData) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -807,14 +817,19 @@ func (d *omniData) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrO
 		fileAttr(h.gen.Stat(), int64(len(h.b)), &out.Attr)
 		return 0
 	case *omniDataHandle:
-		fileAttr(h.p.Generation().Stat(), d.size(h.p), &out.Attr)
+		n, _ := d.size(ctx, h.p) // data or data.npy: no error
+		fileAttr(h.p.Generation().Stat(), n, &out.Attr)
 		return 0
 	}
 	p, err := d.v.plan()
 	if err != nil {
 		return omniErrno(err)
 	}
-	fileAttr(p.Generation().Stat(), d.size(p), &out.Attr)
+	n, err := d.size(ctx, p)
+	if err != nil {
+		return omniErrno(err)
+	}
+	fileAttr(p.Generation().Stat(), n, &out.Attr)
 	return 0
 }
 

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -358,6 +359,62 @@ func TestOMNIViews(t *testing.T) {
 			t.Errorf("ls .omni/clim = %v", got)
 		}
 	})
+}
+
+// TestOMNITar: every file of a dataset's view tree reports its true
+// size, so tar archives it whole: each file extracted from the archive
+// equals the file read through the views (data.csv reported size 0, and
+// tar copied it empty).
+func TestOMNITar(t *testing.T) {
+	py := omniPython(t)
+	fx := omniFixtures(t, py)
+	om := newOMNIMount(t)
+	copyIn(t, filepath.Join(fx, "climate.nc"), filepath.Join(om.dir, "climate.nc"))
+	tree := filepath.Join(om.dir, ".omni", "climate.nc")
+	out := t.TempDir()
+	tarball := filepath.Join(t.TempDir(), "v.tar")
+	if b, err := exec.Command("tar", "-C", tree, "-cf", tarball, ".").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, b)
+	}
+	if b, err := exec.Command("tar", "-C", out, "-xf", tarball).CombinedOutput(); err != nil {
+		t.Fatalf("untar: %v\n%s", err, b)
+	}
+	n, csvs := 0, 0
+	err := filepath.WalkDir(tree, func(p string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(tree, p)
+		want, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if st.Size() != int64(len(want)) {
+			t.Errorf("%s: stat size %d, %d bytes read", rel, st.Size(), len(want))
+		}
+		got, err := os.ReadFile(filepath.Join(out, rel))
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: %d bytes from tar, %d read", rel, len(got), len(want))
+		}
+		n++
+		if filepath.Base(p) == "data.csv" && len(want) > 0 {
+			csvs++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 10 || csvs < 2 {
+		t.Fatalf("%d files, %d non-empty data.csv in the tree", n, csvs)
+	}
 }
 
 // TestOMNIChangedSource: a file rewritten through the mount shows its new

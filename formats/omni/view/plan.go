@@ -52,6 +52,10 @@ type Plan struct {
 	lineBytes, runsPerLine int64
 	nblocks, ppb, base     int64
 
+	// csvSize is the length of the CSV rendering once known (-1 before):
+	// a generation is immutable, so it never changes.
+	csvSize atomic.Int64
+
 	failMu sync.Mutex
 	// failed remembers blocks a helper could not read in this Generation,
 	// so a bad chunk costs one request and one log line per RetryAfter.
@@ -86,6 +90,7 @@ func (g *Generation) Plan(group, name string) (*Plan, error) {
 		return nil, err
 	}
 	p = &Plan{g: g, v: v, h: h, dtype: v.DType, shape: h.Count}
+	p.csvSize.Store(-1)
 	if v.DType == omni.String {
 		if err := p.readStrings(); err != nil {
 			return nil, err
@@ -566,7 +571,7 @@ func (p *Plan) NPYHeader() []byte { return p.hdr }
 // CSV renders the selection as CSV (omni.WriteCSV); a selection of more
 // than MaxCSV raw bytes fails with EFBIG.
 func (p *Plan) CSV(ctx context.Context) ([]byte, error) {
-	if p.size > MaxCSV {
+	if p.CSVTooBig() {
 		return nil, fmt.Errorf("%s: %d bytes, more than %d to render as CSV: %w", p.v.Path, p.size, int64(MaxCSV), syscall.EFBIG)
 	}
 	raw, err := p.ReadAll(ctx)
@@ -579,8 +584,24 @@ func (p *Plan) CSV(ctx context.Context) ([]byte, error) {
 	if err := omni.WriteCSV(&b, &v, p.h, raw); err != nil {
 		return nil, err
 	}
+	p.csvSize.Store(int64(b.Len()))
 	return b.Bytes(), nil
 }
+
+// CSVSize is the length of CSV's rendering: rendered once (its data read
+// through the pool like any read) and remembered in the plan, so that stat
+// of data.csv tells tar, rsync and cp its true size.
+func (p *Plan) CSVSize(ctx context.Context) (int64, error) {
+	if n := p.csvSize.Load(); n >= 0 {
+		return n, nil
+	}
+	b, err := p.CSV(ctx)
+	return int64(len(b)), err
+}
+
+// CSVTooBig reports whether the selection is too large to render as CSV
+// (more than MaxCSV raw bytes).
+func (p *Plan) CSVTooBig() bool { return p.size > MaxCSV }
 
 // Each calls fn with the selection block by block, in output order: the
 // block's selection of the variable and its raw bytes (valid only during
