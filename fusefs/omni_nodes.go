@@ -373,20 +373,7 @@ func (g *omniGroup) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.Attr
 // hasAttrsDir: the group's attributes show as attrs/ unless a child
 // already has that name.
 func hasAttrsDir(grp *omni.Group) bool {
-	if len(grp.Attrs) == 0 {
-		return false
-	}
-	for _, c := range grp.Groups {
-		if c.Name == "attrs" {
-			return false
-		}
-	}
-	for _, v := range grp.Variables {
-		if v.Name == "attrs" {
-			return false
-		}
-	}
-	return true
+	return len(grp.Attrs) > 0 && grp.SubGroup("attrs") == nil && grp.Variable("attrs") == nil
 }
 
 func (g *omniGroup) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
@@ -425,10 +412,8 @@ func (g *omniGroup) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	case name == "attrs" && hasAttrsDir(grp):
 		return g.entry(ctx, g.child(ctx, name, &omniAttrs{omniBase{o: g.o}, g.d, g.group, ""}, true), out)
 	}
-	for _, c := range grp.Groups {
-		if c.Name == name {
-			return g.entry(ctx, g.child(ctx, name, &omniGroup{omniBase{o: g.o}, g.d, c.Path}, true), out)
-		}
+	if c := grp.SubGroup(name); c != nil {
+		return g.entry(ctx, g.child(ctx, name, &omniGroup{omniBase{o: g.o}, g.d, c.Path}, true), out)
 	}
 	if _, err := gen.Plan(g.group, name); err != nil {
 		if errorsIsInvalidView(name, err) {

@@ -123,3 +123,44 @@ herr_t iw5_reclaim(hid_t type, hid_t space, void *buf) {
 
 char *iw5_str_at(char **v, size_t i) { return v[i]; }
 void iw5_str_set(char **v, size_t i, char *s) { v[i] = s; }
+
+typedef struct { char *buf; size_t len, cap; int err; } names;
+
+#if H5_VERSION_GE(1, 12, 0)
+static herr_t name_cb(hid_t g, const char *name, const H5L_info2_t *info, void *data) {
+#else
+static herr_t name_cb(hid_t g, const char *name, const H5L_info_t *info, void *data) {
+#endif
+	names *ns = data;
+	size_t n = strlen(name) + 1;
+	if (ns->len + n > ns->cap) {
+		size_t cap = ns->cap ? ns->cap * 2 : 4096;
+		while (cap < ns->len + n) cap *= 2;
+		char *b = realloc(ns->buf, cap);
+		if (!b) { ns->err = 1; return -1; }
+		ns->buf = b, ns->cap = cap;
+	}
+	memcpy(ns->buf + ns->len, name, n);
+	ns->len += n;
+	return 0;
+}
+
+// link_names lists the link names of group gid in one pass (H5Literate,
+// name order), NUL-separated, into *out (malloc'ed; the caller frees it)
+// of *len bytes. Asking for each name by index instead costs a walk of
+// the group per name on old-style groups: N² for N links.
+int iw5_link_names(hid_t gid, char **out, size_t *len) {
+	names ns = {0};
+	hsize_t idx = 0;
+#if H5_VERSION_GE(1, 12, 0)
+	herr_t r = H5Literate2(gid, H5_INDEX_NAME, H5_ITER_INC, &idx, name_cb, &ns);
+#else
+	herr_t r = H5Literate(gid, H5_INDEX_NAME, H5_ITER_INC, &idx, name_cb, &ns);
+#endif
+	if (r < 0 || ns.err) {
+		free(ns.buf);
+		return -1;
+	}
+	*out = ns.buf, *len = ns.len;
+	return 0;
+}

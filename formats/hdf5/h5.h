@@ -14,6 +14,7 @@ void iw5_last_error(char *out, size_t n);
 void iw5_quiet(void);
 int iw5_obj_info(hid_t loc, const char *name, int *type, unsigned long long *key);
 int iw5_hard_link(hid_t loc, const char *name);
+int iw5_link_names(hid_t gid, char **out, size_t *len);
 int iw5_scale_path(hid_t did, unsigned dim, char *buf);
 hid_t iw5_vlen_str(void);
 hid_t iw5_fixed_str(size_t n);

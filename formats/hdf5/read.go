@@ -6,6 +6,7 @@ package hdf5
 import "C"
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -166,11 +167,14 @@ func (w *walker) group(gid C.hid_t, g *omni.Group, h5path string, depth int) err
 	if info.nlinks > maxObjects {
 		return fmt.Errorf("group %s: %d links: %w", h5path, info.nlinks, omni.ErrCorrupt)
 	}
-	for i := C.hsize_t(0); i < info.nlinks; i++ {
-		name, err := linkName(gid, i)
-		if err != nil {
-			return fmt.Errorf("link %d of %s: %w", i, h5path, err)
-		}
+	names, err := linkNames(gid)
+	if err != nil {
+		return fmt.Errorf("links of %s: %w", h5path, err)
+	}
+	if len(names) > maxObjects {
+		return fmt.Errorf("group %s: %d links: %w", h5path, len(names), omni.ErrCorrupt)
+	}
+	for _, name := range names {
 		if err := w.member(gid, g, h5path, name, depth); err != nil {
 			return err
 		}
@@ -178,21 +182,31 @@ func (w *walker) group(gid C.hid_t, g *omni.Group, h5path string, depth int) err
 	return nil
 }
 
-func linkName(gid C.hid_t, i C.hsize_t) (string, error) {
-	dot := cstr(".")
-	defer free(unsafe.Pointer(dot))
-	n := C.H5Lget_name_by_idx(gid, dot, C.H5_INDEX_NAME, C.H5_ITER_INC, i, nil, 0, C.iw5_p_default())
-	if n < 0 {
-		return "", h5err("link name")
+// linkNames lists the links of group gid in name order, in one pass.
+func linkNames(gid C.hid_t) ([]string, error) {
+	var buf *C.char
+	var n C.size_t
+	if C.iw5_link_names(gid, &buf, &n) < 0 {
+		return nil, h5err("link names")
 	}
-	if n > maxNameLen {
-		return "", fmt.Errorf("link name of %d bytes: %w", n, omni.ErrCorrupt)
+	defer free(unsafe.Pointer(buf))
+	if n == 0 {
+		return nil, nil
 	}
-	buf := make([]C.char, n+1)
-	if C.H5Lget_name_by_idx(gid, dot, C.H5_INDEX_NAME, C.H5_ITER_INC, i, &buf[0], C.size_t(n+1), C.iw5_p_default()) < 0 {
-		return "", h5err("link name")
+	all := C.GoBytes(unsafe.Pointer(buf), C.int(n))
+	var out []string
+	for len(all) > 0 {
+		i := bytes.IndexByte(all, 0)
+		if i < 0 {
+			return nil, fmt.Errorf("link names not terminated: %w", omni.ErrCorrupt)
+		}
+		if i > maxNameLen {
+			return nil, fmt.Errorf("link name of %d bytes: %w", i, omni.ErrCorrupt)
+		}
+		out = append(out, string(all[:i]))
+		all = all[i+1:]
 	}
-	return C.GoString(&buf[0]), nil
+	return out, nil
 }
 
 func (w *walker) member(gid C.hid_t, g *omni.Group, h5path, name string, depth int) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync/atomic"
 )
 
 // Errors of the model and its parsers, matched with errors.Is.
@@ -37,6 +38,58 @@ type Group struct {
 	Dims      []*Dimension `json:"dims,omitempty"`
 	Variables []*Variable  `json:"variables,omitempty"`
 	Groups    []*Group     `json:"groups,omitempty"`
+
+	// idx finds children by name (built at the first lookup; rebuilt
+	// when Groups or Variables changed length or an entry moved), so
+	// that looking up each of N children costs N, not N².
+	idx atomic.Pointer[groupIndex]
+}
+
+type groupIndex struct {
+	groups map[string]*Group
+	vars   map[string]*Variable
+	ng, nv int
+}
+
+// index returns g's current index of children.
+func (g *Group) index() *groupIndex {
+	if x := g.idx.Load(); x != nil && x.ng == len(g.Groups) && x.nv == len(g.Variables) {
+		return x
+	}
+	x := &groupIndex{groups: make(map[string]*Group, len(g.Groups)), vars: make(map[string]*Variable, len(g.Variables)),
+		ng: len(g.Groups), nv: len(g.Variables)}
+	for _, c := range g.Groups {
+		if _, dup := x.groups[c.Name]; !dup {
+			x.groups[c.Name] = c
+		}
+	}
+	for _, v := range g.Variables {
+		if _, dup := x.vars[v.Name]; !dup {
+			x.vars[v.Name] = v
+		}
+	}
+	g.idx.Store(x)
+	return x
+}
+
+// SubGroup returns the child group called name, or nil.
+func (g *Group) SubGroup(name string) *Group {
+	c := g.index().groups[name]
+	if c != nil && c.Name != name { // an entry was replaced in place
+		g.idx.Store(nil)
+		c = g.index().groups[name]
+	}
+	return c
+}
+
+// Variable returns the variable of g called name, or nil.
+func (g *Group) Variable(name string) *Variable {
+	v := g.index().vars[name]
+	if v != nil && v.Name != name {
+		g.idx.Store(nil)
+		v = g.index().vars[name]
+	}
+	return v
 }
 
 // Dimension is a named axis declared in a group and visible below it.
@@ -70,13 +123,16 @@ func NewDataset(path, format string) *Dataset {
 
 // Child returns the child group name of g, creating it.
 func (g *Group) Child(name string) *Group {
-	for _, c := range g.Groups {
-		if c.Name == name {
-			return c
-		}
+	if c := g.SubGroup(name); c != nil {
+		return c
 	}
 	c := &Group{Name: name, Path: JoinPath(g.Path, name)}
 	g.Groups = append(g.Groups, c)
+	if x := g.idx.Load(); x != nil && x.ng == len(g.Groups)-1 {
+		// Keep the index (building a group is not concurrent with
+		// lookups in it): N children cost N, not N rebuilds.
+		x.groups[name], x.ng = c, len(g.Groups)
+	}
 	return c
 }
 
@@ -84,6 +140,12 @@ func (g *Group) Child(name string) *Group {
 func (g *Group) AddVariable(v *Variable) *Variable {
 	v.Path = JoinPath(g.Path, v.Name)
 	g.Variables = append(g.Variables, v)
+	if x := g.idx.Load(); x != nil && x.nv == len(g.Variables)-1 {
+		if _, dup := x.vars[v.Name]; !dup {
+			x.vars[v.Name] = v
+		}
+		x.nv = len(g.Variables)
+	}
 	return v
 }
 
@@ -141,13 +203,7 @@ func (ds *Dataset) Group(p string) (*Group, error) {
 		return g, nil
 	}
 	for _, part := range strings.Split(p[1:], "/") {
-		var next *Group
-		for _, c := range g.Groups {
-			if c.Name == part {
-				next = c
-				break
-			}
-		}
+		next := g.SubGroup(part)
 		if next == nil {
 			return nil, fmt.Errorf("group %s: %w", p, ErrNotFound)
 		}
@@ -164,10 +220,8 @@ func (ds *Dataset) Var(p string) (*Variable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("variable %s: %w", p, ErrNotFound)
 	}
-	for _, v := range g.Variables {
-		if v.Name == name {
-			return v, nil
-		}
+	if v := g.Variable(name); v != nil {
+		return v, nil
 	}
 	return nil, fmt.Errorf("variable %s: %w", p, ErrNotFound)
 }
