@@ -46,6 +46,7 @@ type daemon struct {
 	// stopAt is when the stop began (a signal or an external umount): the
 	// drain's duration is reported from there.
 	stopAt time.Time
+	drain  *drainStatus // systemd's view of the drain (notify.go)
 }
 
 // serve checks, mounts, reports readiness on ready (if not nil), serves
@@ -62,6 +63,7 @@ func serve(cfg *runtime.Config, ready *os.File) error {
 	}
 	logrus.Infof("mounted %s (%s, backing %s, %s in %d tiers, pid %d)", cfg.Mount, cfg.Mode,
 		backingName(cfg), runtime.FormatSize(cfg.Capacity()), len(cfg.Tiers), os.Getpid())
+	notifyReady(fmt.Sprintf("serving %s (%s, backing %s)", cfg.Mount, cfg.Mode, backingName(cfg)))
 	if ready != nil {
 		fmt.Fprintln(ready, "ready")
 		ready.Close()
@@ -169,12 +171,12 @@ func (d *daemon) wait(sigs *signals) {
 	go func() { d.srv.Wait(); close(gone) }()
 	select {
 	case <-gone:
-		d.stopAt = time.Now()
+		d.beginStop()
 		logrus.Infof("%s was unmounted; draining to %s", d.cfg.Mount, backingName(d.cfg))
 		d.srv = nil
 		return
 	case s := <-sigs.stop:
-		d.stopAt = time.Now()
+		d.beginStop()
 		if st := d.fsys.Stats(); st.Mode == files.Scratch {
 			logrus.Infof("%v: unmounting %s; scratch mode: its %s of data are dropped", s,
 				d.cfg.Mount, runtime.FormatSize(st.DirtyBytes))
@@ -194,6 +196,12 @@ func (d *daemon) wait(sigs *signals) {
 		d.fmts.Close()
 	}
 	d.unmount(gone)
+}
+
+// beginStop records when the stop began and tells systemd (STOPPING=1).
+func (d *daemon) beginStop() {
+	d.stopAt = time.Now()
+	d.drain = startDrainStatus(d.fsys.Stats, backingName(d.cfg))
 }
 
 // stillDraining answers a SIGTERM or SIGINT after the first.
@@ -289,9 +297,11 @@ func (d *daemon) close() error {
 		if err != nil {
 			logrus.Errorf("drain INCOMPLETE after %v: %s left dirty (%s written back in total, %d flush errors)",
 				took, runtime.FormatSize(st.DirtyBytes), runtime.FormatSize(int64(st.FlushedBytes)), st.FlushErrors)
+			d.drain.Close(fmt.Sprintf("drain INCOMPLETE: %s (%d bytes) left dirty", runtime.FormatSize(st.DirtyBytes), st.DirtyBytes))
 		} else {
 			logrus.Infof("drained in %v (%s written back in total, %d flush errors)",
 				took, runtime.FormatSize(int64(st.FlushedBytes)), st.FlushErrors)
+			d.drain.Close(fmt.Sprintf("drained in %v: 0 bytes dirty", took))
 		}
 	}
 	if d.mem != nil {
