@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -92,6 +91,9 @@ func preflight(cfg *runtime.Config) error {
 		return err
 	}
 	cfg.Mount = mnt
+	if err := checkUserMount(cfg); err != nil {
+		return err
+	}
 	if cfg.Mode != files.Scratch {
 		if cfg.Backing == runtime.Default().Backing {
 			// The built-in default is created on first use; a backing
@@ -118,7 +120,9 @@ func raiseLimits(cfg *runtime.Config) {
 	} else {
 		logrus.Debugf("open-file limit %d", n)
 	}
-	if err := runtime.SetOOMScoreAdj(cfg.OOMScoreAdj); err != nil {
+	if err := runtime.SetOOMScoreAdj(cfg.OOMScoreAdj); err != nil && os.Geteuid() != 0 {
+		logrus.Infof("%v (a user daemon cannot lower it)", err)
+	} else if err != nil {
 		logrus.Warnf("%v: the OOM killer may take the daemon before other processes", err)
 	} else {
 		logrus.Debugf("oom_score_adj %d", cfg.OOMScoreAdj)
@@ -252,8 +256,8 @@ func (d *daemon) unmount(gone chan struct{}) {
 	err := d.srv.Unmount()
 	if err != nil {
 		logrus.Warnf("unmount %s: %v; detaching it lazily", d.cfg.Mount, err)
-		if out, err := exec.Command("umount", "-l", d.cfg.Mount).CombinedOutput(); err != nil {
-			logrus.Errorf("umount -l %s: %v: %s", d.cfg.Mount, err, out)
+		if err := lazyUnmount(d.cfg.Mount); err != nil {
+			logrus.Error(err)
 		}
 	}
 	select {
