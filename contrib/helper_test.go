@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -166,11 +167,27 @@ func mountEntry(t *testing.T, dir string) string {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) > 2 && fields[1] == dir {
+		if fields := strings.Fields(sc.Text()); len(fields) > 2 && unescapeMount(fields[1]) == dir {
 			return sc.Text()
 		}
 	}
 	return ""
+}
+
+// unescapeMount undoes the octal escapes of /proc/mounts (\040 a space).
+func unescapeMount(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // waitMounted waits (bounded) until dir is an iowarp mount, or until
