@@ -279,7 +279,7 @@ func checkUnitSettings(t *testing.T, u unit) {
 
 var dirtyStatus = regexp.MustCompile(`STATUS=draining: .* dirty \((\d+) bytes\) left`)
 
-// TestSystemdUnit runs iowarp.service's ExecStart with 8 MiB dirty on a
+// TestSystemdUnit runs iowarp.service's ExecStart with 4 MiB dirty on a
 // 1 MiB/s backing store: READY=1 (MAINPID, the mount is up when it
 // comes), then on SIGTERM STOPPING=1 with a STATUS= counting the dirty
 // bytes, status lines while it drains, a final STATUS=drained, and exit
@@ -305,7 +305,7 @@ func TestSystemdUnit(t *testing.T) {
 	if !strings.Contains(ready+"\n", fmt.Sprintf("MAINPID=%d\n", svc.cmd.Process.Pid)) || !strings.Contains(ready, "STATUS=serving "+mnt) {
 		t.Errorf("READY message %q lacks MAINPID=%d or STATUS=serving", ready, svc.cmd.Process.Pid)
 	}
-	data := bytes.Repeat([]byte("iowarp-systemd!\n"), (8<<20)/16)
+	data := bytes.Repeat([]byte("iowarp-systemd!\n"), (4<<20)/16)
 	if err := os.WriteFile(filepath.Join(mnt, "out.dat"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestSystemdUnit(t *testing.T) {
 		t.Fatalf("STOPPING message %q has no STATUS=draining with the dirty bytes", stopping)
 	}
 	if dirty, _ := strconv.ParseInt(m[1], 10, 64); dirty <= 0 || dirty > int64(len(data)) {
-		t.Errorf("STOPPING with %d bytes dirty, want 0 < dirty <= %d (8 MiB at 1 MiB/s)", dirty, len(data))
+		t.Errorf("STOPPING with %d bytes dirty, want 0 < dirty <= %d (4 MiB at 1 MiB/s)", dirty, len(data))
 	}
 	final, during := n.next(t, "STATUS=drained")
 	if !strings.Contains(final, "0 bytes dirty") {
