@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/iowarp/iowarp/internal/testenv"
 )
 
 // slurmJob is a fake job on this node: the directories and the
@@ -184,5 +186,36 @@ func TestSlurmEpilogBounded(t *testing.T) {
 	}
 	if st, err := os.Stat(filepath.Join(j.work, "big.dat")); err != nil || st.Size() != 4<<20 {
 		t.Errorf("big.dat on the backing store: %v", err)
+	}
+}
+
+// TestSlurmEpilogIncomplete: a backing store that cannot take the
+// job's output (an 8 MiB file system, 12 MiB written) makes the daemon
+// give up after drain_timeout; the epilog says the drain is INCOMPLETE,
+// names the file, keeps the job's state (its file tier) and exits 1.
+func TestSlurmEpilogIncomplete(t *testing.T) {
+	u := newTestUser(t)
+	u.grantFuse(t)
+	small := testenv.LoopExt4(t, 8<<20)
+	for d := filepath.Dir(small); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755) // t.TempDir is 0700: let the user reach it
+	}
+	u.chown(t, small)
+	j := newSlurmJob(t, u, fmt.Sprint(6000+os.Getpid()%1000), "drain_timeout: 1s\n")
+	if code, out := j.script(t, j.prolog, "IOWARP_JOB_BACKING="+small); code != 0 {
+		t.Fatalf("prolog exit %d:\n%s", code, out)
+	}
+	j.asUser(t, fmt.Sprintf("head -c 12582912 /dev/urandom > %s/toobig.dat", j.mnt))
+	code, out := j.script(t, j.epilog)
+	if code != 1 {
+		t.Fatalf("epilog with a full backing store: exit %d, want 1:\n%s", code, out)
+	}
+	for _, want := range []string{"drain INCOMPLETE", "toobig.dat"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("epilog output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(j.state); err != nil {
+		t.Errorf("the job's state (its dirty data) was removed: %v", err)
 	}
 }
