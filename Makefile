@@ -121,7 +121,7 @@ uninstall:
 		rm -f $(DESTDIR)$(SYSCONFDIR)/iowarp/iowarp.yaml; \
 	elif [ -e $(DESTDIR)$(SYSCONFDIR)/iowarp/iowarp.yaml ]; then \
 		echo "uninstall: keeping the edited $(DESTDIR)$(SYSCONFDIR)/iowarp/iowarp.yaml"; fi
-	-rmdir $(DESTDIR)$(LIBDIR)/iowarp $(DESTDIR)$(LIBEXECDIR)/iowarp $(DESTDIR)$(SYSCONFDIR)/iowarp 2>/dev/null
+	rmdir $(DESTDIR)$(LIBDIR)/iowarp $(DESTDIR)$(LIBEXECDIR)/iowarp $(DESTDIR)$(SYSCONFDIR)/iowarp 2>/dev/null || true
 
 ## run: mount iowarp on $(MOUNT) in the foreground; Ctrl-C drains and unmounts.
 run: deps build
