@@ -1,8 +1,3 @@
-// Package contrib holds the tests of what `make install` ships besides
-// the binary: the systemd units (contrib/systemd), the Slurm prolog and
-// epilog (contrib/slurm), the example config, and the user mount they
-// rely on. Every test runs the installed tree of one `make install
-// DESTDIR=...` (built once per test binary), as an admin would.
 package contrib
 
 import (
