@@ -3,6 +3,7 @@ package fusefs
 import (
 	"fmt"
 	"log"
+	"os"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -99,10 +100,20 @@ func Mount(dir string, fsys *files.FS, opts Options) (*Server, error) {
 		logrus.Warnf("mount %s: %v", dir, err)
 	}
 	if err := tuneBDI(dir, readAhead(opts), opts.WritebackCache); err != nil {
-		logrus.Warnf("mount %s: %v", dir, err)
+		if userMount() {
+			logrus.Infof("mount %s: %v (a user mount cannot tune /sys/class/bdi)", dir, err)
+		} else {
+			logrus.Warnf("mount %s: %v", dir, err)
+		}
 	}
 	return &Server{srv: srv, dir: dir, omni: root.m.omni}, nil
 }
+
+// userMount reports whether the mount is made by a user without root:
+// then go-fuse runs fusermount3 (setuid root) to mount and unmount, since
+// mount(2) needs CAP_SYS_ADMIN. Root mounts directly (DirectMountStrict):
+// no helper binary, and a failure is the kernel's own error.
+func userMount() bool { return os.Geteuid() != 0 }
 
 func orDefault(d, def time.Duration) time.Duration {
 	if d == 0 {
@@ -135,7 +146,7 @@ func fsOptions(rootAttr fs.StableAttr, opts Options) *fs.Options {
 			Name:              "iowarp",
 			MaxWrite:          maxWrite,
 			MaxReadAhead:      ra,
-			DirectMountStrict: true,
+			DirectMountStrict: !userMount(),
 			Debug:             opts.Debug,
 			Logger:            logger,
 			EnableLocks:       false,

@@ -18,8 +18,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-const version = "0.1.0-dev"
-
 // logFlags are the persistent logging flags.
 type logFlags struct {
 	verbose int
@@ -66,9 +64,11 @@ buffer pool (RAM, then local NVMe) and writes it back to a backing directory
 			return lf.apply("")
 		},
 	}
+	root.SetVersionTemplate(versionLine() + "\n")
 	root.PersistentFlags().CountVarP(&lf.verbose, "verbose", "v", "more logging: -v debug, -vv trace (every FUSE request)")
 	root.PersistentFlags().StringVar(&lf.level, "log-level", "", "log level: error, warn, info, debug, trace (overrides the config's log_level)")
 	root.AddCommand(newMountCmd(lf), newRuntimeCmd(lf), newStatCmd(), newConfigCmd(), newRunCmd())
+	root.AddCommand(newVersionCmd(), newDocsCmd())
 	root.AddCommand(newBlobCmds()...)   // put, get, ls, rm, bench over ipc (blobs.go)
 	root.AddCommand(extraCommands()...) // registered from init() (omni.go: describe, export, query, assimilate)
 	return root

@@ -46,12 +46,14 @@ func serveNoMount(cfg *config.Config, ready *os.File) error {
 	}
 	logrus.Infof("runtime without a mount: ipc %s, %s in %d tiers, pid %d", ipcd.srv.Path(),
 		units.FormatSize(cfg.Capacity()), len(cfg.Tiers), os.Getpid())
+	notifyReady("serving the runtime without a mount, ipc " + ipcd.srv.Path())
 	if ready != nil {
 		fmt.Fprintln(ready, "ready")
 		ready.Close()
 		os.Chdir("/")
 	}
 	logrus.Infof("%v: stopping", <-sigs.stop)
+	notify("STOPPING=1")
 	mem.Close()
 	return errors.Join(ipcd.Close(), pool.Close(), ctl.Close())
 }

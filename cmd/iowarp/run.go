@@ -37,7 +37,7 @@ mount on this node the program runs on the kernel path after one warning
 		},
 	}
 	cmd.Flags().StringArrayVar(&paths, "paths", nil, "redirect FROM=TO (absolute paths; repeatable)")
-	cmd.Flags().StringVar(&lib, "lib", "", "the shim library (default: "+shimLib+" next to this binary, or $IOWARP_LIB)")
+	cmd.Flags().StringVar(&lib, "lib", "", "the shim library (default: $IOWARP_LIB, or "+shimLib+" next to this binary or in ../lib/iowarp/)")
 	return cmd
 }
 
@@ -69,13 +69,15 @@ func runShim(args, paths []string, lib string) error {
 	return syscall.Exec(prog, args, env)
 }
 
-// findShim locates libiowarp.so: --lib, $IOWARP_LIB, next to the binary,
-// or ../lib relative to it.
+// findShim locates libiowarp.so: --lib, $IOWARP_LIB, next to the binary
+// (bin/ of a build tree), ../lib/iowarp relative to it (`make install`:
+// PREFIX/bin/iowarp and PREFIX/lib/iowarp/libiowarp.so) or ../lib.
 func findShim(lib string) (string, error) {
 	cands := []string{lib, os.Getenv("IOWARP_LIB")}
 	if exe, err := os.Executable(); err == nil {
 		dir := filepath.Dir(exe)
-		cands = append(cands, filepath.Join(dir, shimLib), filepath.Join(dir, "..", "lib", shimLib))
+		cands = append(cands, filepath.Join(dir, shimLib), filepath.Join(dir, "..", "lib", "iowarp", shimLib),
+			filepath.Join(dir, "..", "lib", shimLib))
 	}
 	for _, c := range cands {
 		if c == "" {

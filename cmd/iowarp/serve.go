@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -49,6 +48,7 @@ type daemon struct {
 	// stopAt is when the stop began (a signal or an external umount): the
 	// drain's duration is reported from there.
 	stopAt time.Time
+	drain  *drainStatus // systemd's view of the drain (notify.go)
 }
 
 // serve checks, mounts, reports readiness on ready (if not nil), serves
@@ -65,6 +65,7 @@ func serve(cfg *config.Config, ready *os.File) error {
 	}
 	logrus.Infof("mounted %s (%s, backing %s, %s in %d tiers, pid %d)", cfg.Mount, cfg.Mode,
 		backingName(cfg), units.FormatSize(cfg.Capacity()), len(cfg.Tiers), os.Getpid())
+	notifyReady(fmt.Sprintf("serving %s (%s, backing %s)", cfg.Mount, cfg.Mode, backingName(cfg)))
 	if ready != nil {
 		fmt.Fprintln(ready, "ready")
 		ready.Close()
@@ -93,6 +94,9 @@ func preflight(cfg *config.Config) error {
 		return err
 	}
 	cfg.Mount = mnt
+	if err := checkUserMount(cfg); err != nil {
+		return err
+	}
 	if cfg.Mode != files.Scratch {
 		if cfg.Backing == config.Default().Backing {
 			// The built-in default is created on first use; a backing
@@ -119,7 +123,9 @@ func raiseLimits(cfg *config.Config) {
 	} else {
 		logrus.Debugf("open-file limit %d", n)
 	}
-	if err := host.SetOOMScoreAdj(cfg.OOMScoreAdj); err != nil {
+	if err := host.SetOOMScoreAdj(cfg.OOMScoreAdj); err != nil && os.Geteuid() != 0 {
+		logrus.Infof("%v (a user daemon cannot lower it)", err)
+	} else if err != nil {
 		logrus.Warnf("%v: the OOM killer may take the daemon before other processes", err)
 	} else {
 		logrus.Debugf("oom_score_adj %d", cfg.OOMScoreAdj)
@@ -172,12 +178,12 @@ func (d *daemon) wait(sigs *signals) {
 	go func() { d.srv.Wait(); close(gone) }()
 	select {
 	case <-gone:
-		d.stopAt = time.Now()
+		d.beginStop()
 		logrus.Infof("%s was unmounted; draining to %s", d.cfg.Mount, backingName(d.cfg))
 		d.srv = nil
 		return
 	case s := <-sigs.stop:
-		d.stopAt = time.Now()
+		d.beginStop()
 		if st := d.fsys.Stats(); st.Mode == files.Scratch {
 			logrus.Infof("%v: unmounting %s; scratch mode: its %s of data are dropped", s,
 				d.cfg.Mount, units.FormatSize(st.DirtyBytes))
@@ -197,6 +203,12 @@ func (d *daemon) wait(sigs *signals) {
 		d.fmts.Close()
 	}
 	d.unmount(gone)
+}
+
+// beginStop records when the stop began and tells systemd (STOPPING=1).
+func (d *daemon) beginStop() {
+	d.stopAt = time.Now()
+	d.drain = startDrainStatus(d.fsys.Stats, backingName(d.cfg))
 }
 
 // stillDraining answers a SIGTERM or SIGINT after the first.
@@ -247,8 +259,8 @@ func (d *daemon) unmount(gone chan struct{}) {
 	err := d.srv.Unmount()
 	if err != nil {
 		logrus.Warnf("unmount %s: %v; detaching it lazily", d.cfg.Mount, err)
-		if out, err := exec.Command("umount", "-l", d.cfg.Mount).CombinedOutput(); err != nil {
-			logrus.Errorf("umount -l %s: %v: %s", d.cfg.Mount, err, out)
+		if err := lazyUnmount(d.cfg.Mount); err != nil {
+			logrus.Error(err)
 		}
 	}
 	select {
@@ -292,9 +304,11 @@ func (d *daemon) close() error {
 		if err != nil {
 			logrus.Errorf("drain INCOMPLETE after %v: %s left dirty (%s written back in total, %d flush errors)",
 				took, units.FormatSize(st.DirtyBytes), units.FormatSize(int64(st.FlushedBytes)), st.FlushErrors)
+			d.drain.Close(fmt.Sprintf("drain INCOMPLETE: %s (%d bytes) left dirty", units.FormatSize(st.DirtyBytes), st.DirtyBytes))
 		} else {
 			logrus.Infof("drained in %v (%s written back in total, %d flush errors)",
 				took, units.FormatSize(int64(st.FlushedBytes)), st.FlushErrors)
+			d.drain.Close(fmt.Sprintf("drained in %v: 0 bytes dirty", took))
 		}
 	}
 	if d.mem != nil {

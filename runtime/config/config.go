@@ -117,7 +117,48 @@ func Default() *Config {
 	c.File = ""
 	c.lines = map[string]int{}
 	c.flags = map[string]string{}
+	if os.Geteuid() != 0 {
+		c.userDefaults(UserDataDir())
+	}
 	return c
+}
+
+// rootDataDir is where default.yaml keeps the data of a root daemon.
+const rootDataDir = "/var/lib/iowarp"
+
+// userDefaults moves the default paths under rootDataDir (backing, file
+// tier dirs) to base, for a daemon that is not root and cannot write
+// /var/lib.
+func (c *Config) userDefaults(base string) {
+	move := func(p string) string {
+		if rest, ok := strings.CutPrefix(p, rootDataDir+"/"); ok {
+			return filepath.Join(base, rest)
+		}
+		return p
+	}
+	c.Backing = move(c.Backing)
+	for i := range c.Tiers {
+		c.Tiers[i].Dir = move(c.Tiers[i].Dir)
+	}
+}
+
+// UserDataDir is where the default backing and file tier directories of
+// a daemon that is not root go: $XDG_CACHE_HOME/iowarp, else
+// $HOME/.cache/iowarp when $HOME is a directory, else
+// $XDG_RUNTIME_DIR/iowarp, else $TMPDIR/iowarp-<uid>.
+func UserDataDir() string {
+	if d := os.Getenv("XDG_CACHE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "iowarp")
+	}
+	if h := os.Getenv("HOME"); filepath.IsAbs(h) {
+		if st, err := os.Stat(h); err == nil && st.IsDir() {
+			return filepath.Join(h, ".cache", "iowarp")
+		}
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		return filepath.Join(d, "iowarp")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("iowarp-%d", os.Geteuid()))
 }
 
 // Load reads the YAML file at path on top of the embedded defaults and

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -362,5 +363,32 @@ func TestReadaheadKey(t *testing.T) {
 	}
 	if _, err := Parse("c.yaml", []byte("readahead: lots\n")); err == nil || !strings.Contains(err.Error(), "c.yaml:1: readahead:") {
 		t.Errorf("readahead: lots: %v", err)
+	}
+}
+
+// TestUserDefaults: a daemon that is not root gets the default backing
+// and file tier directories under its own data directory, not /var/lib
+// (where its mkdir fails); paths a config names stay as they are.
+func TestUserDefaults(t *testing.T) {
+	c := Default()
+	c.Tiers = append(c.Tiers, Tier{Name: "mine", Kind: "file", Dir: "/local/nvme"})
+	c.userDefaults("/home/u/.cache/iowarp")
+	if c.Backing != "/home/u/.cache/iowarp/backing" || c.Tiers[1].Dir != "/home/u/.cache/iowarp/nvme" ||
+		c.Tiers[2].Dir != "/local/nvme" || c.Tiers[0].Dir != "" {
+		t.Errorf("backing %s, tiers %+v", c.Backing, c.Tiers)
+	}
+	home := t.TempDir()
+	for _, tc := range []struct{ cache, home, run, want string }{
+		{"/c", home, "/r", "/c/iowarp"},
+		{"", home, "/r", home + "/.cache/iowarp"},
+		{"", "/nonexistent", "/r", "/r/iowarp"},
+		{"relative", "", "", filepath.Join(os.TempDir(), fmt.Sprintf("iowarp-%d", os.Geteuid()))},
+	} {
+		t.Setenv("XDG_CACHE_HOME", tc.cache)
+		t.Setenv("HOME", tc.home)
+		t.Setenv("XDG_RUNTIME_DIR", tc.run)
+		if got := UserDataDir(); got != tc.want {
+			t.Errorf("%+v: UserDataDir() = %s", tc, got)
+		}
 	}
 }
