@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iowarp/iowarp/runtime"
 )
 
 func TestBucketOps(t *testing.T) {
@@ -257,4 +259,43 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 		}
 	}
 	t.Fatalf("condition not reached in %v", d)
+}
+
+// TestTaskState: a task says where it is without blocking: Running until
+// the daemon completed it, then Completed or Failed; polling State alone
+// (no Wait) takes the completion off the ring.
+func TestTaskState(t *testing.T) {
+	d := startDaemon(t)
+	c := connect(t, d)
+	b, _ := c.Bucket("state")
+	tk, err := b.PutAsync("big", bytes.Repeat([]byte{7}, 8<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := tk.State(); s != runtime.Running && s != runtime.Completed {
+		t.Fatalf("just submitted: %v", s)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for tk.State() == runtime.Running {
+		if time.Now().After(deadline) {
+			t.Fatal("put still Running after 30 s of polling State")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if s := tk.State(); s != runtime.Completed || tk.Wait() != nil {
+		t.Fatalf("put: %v %v", s, tk.Wait())
+	}
+	miss, err := b.GetAsync("no such blob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for miss.State() == runtime.Running {
+		if time.Now().After(deadline) {
+			t.Fatal("get still Running after 30 s of polling State")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if s := miss.State(); s != runtime.Failed || miss.Wait() == nil {
+		t.Fatalf("get of a missing blob: %v %v", s, miss.Wait())
+	}
 }

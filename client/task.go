@@ -39,6 +39,22 @@ func (k *call) start(finish func(*Task, []byte) error) (*Task, error) {
 	return &Task{k: k, ic: ic, finish: finish}, nil
 }
 
+// State is where the task is: Running from its submission until the
+// daemon completed it (the wire does not tell a task queued in the daemon
+// from one a worker runs), then Completed or Failed (a lost connection
+// too). It does not block, except that it finishes a completed task as
+// Wait does: a Get whose blob outgrew its first buffer is re-issued and
+// waited for.
+func (t *Task) State() runtime.TaskState {
+	if !t.ic.Poll() {
+		return runtime.Running
+	}
+	if t.Wait() != nil {
+		return runtime.Failed
+	}
+	return runtime.Completed
+}
+
 // Wait blocks until the task finished and returns its error.
 func (t *Task) Wait() error {
 	t.once.Do(t.wait)

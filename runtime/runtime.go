@@ -231,10 +231,12 @@ func (r *Runtime) Lookup(module, method uint32) (Module, error) {
 // Exec runs t in the calling goroutine and returns its result (ID 0).
 func (r *Runtime) Exec(ctx context.Context, t *Task) TaskResult {
 	if r.stopped.Load() {
+		r.failed.Add(1)
 		return TaskResult{State: Failed, Err: ErrShutdown}
 	}
 	m, err := r.resolve(t)
 	if err != nil {
+		r.failed.Add(1)
 		return TaskResult{State: Failed, Err: err}
 	}
 	return r.run(ctx, m, t)
@@ -289,6 +291,7 @@ func (r *Runtime) dispatch(e *entry) {
 		err = ErrShutdown
 	}
 	if err != nil {
+		r.failed.Add(1)
 		r.finish(e, TaskResult{State: Failed, Err: err})
 		return
 	}
@@ -296,6 +299,7 @@ func (r *Runtime) dispatch(e *entry) {
 	select {
 	case r.queue <- e:
 	case <-r.ctx.Done():
+		r.failed.Add(1)
 		r.finish(e, TaskResult{State: Failed, Err: ErrShutdown})
 	}
 }
@@ -329,6 +333,7 @@ func (r *Runtime) drainQueue() {
 	for {
 		select {
 		case e := <-r.queue:
+			r.failed.Add(1)
 			r.finish(e, TaskResult{State: Failed, Err: ErrShutdown})
 		default:
 			return

@@ -175,3 +175,30 @@ func TestAddStatusBeforeInitialize(t *testing.T) {
 		t.Fatalf("extra %v", st.Extra)
 	}
 }
+
+// TestUnknownCountsFailed: a task for an unknown module or method is
+// Failed, and counted so, whether submitted or executed inline, and so is
+// one refused at shutdown.
+func TestUnknownCountsFailed(t *testing.T) {
+	rt, _ := newTestRuntime(t)
+	id := rt.SubmitTask(&Task{Module: "nosuch", Method: "x"})
+	if res := rt.WaitForTask(id); res.State != Failed || !errors.Is(res.Err, ErrNoModule) {
+		t.Fatalf("submitted: %+v", res)
+	}
+	if res := rt.Exec(context.Background(), &Task{Module: "calc", Method: "nosuch"}); res.State != Failed || !errors.Is(res.Err, ErrNoMethod) {
+		t.Fatalf("exec: %+v", res)
+	}
+	if res := rt.Exec(context.Background(), &Task{Module: "calc", Method: "panic"}); res.State != Failed {
+		t.Fatalf("panic: %+v", res)
+	}
+	if st := rt.Stats(); st.Failed != 3 || st.Completed != 0 {
+		t.Fatalf("stats %+v, want 3 failed", st)
+	}
+	rt.Shutdown()
+	if res := rt.Exec(context.Background(), &Task{Module: "calc", Method: "add"}); res.State != Failed || !errors.Is(res.Err, ErrShutdown) {
+		t.Fatalf("after shutdown: %+v", res)
+	}
+	if st := rt.Stats(); st.Failed != 4 {
+		t.Fatalf("stats %+v after a task refused at shutdown, want 4 failed", st)
+	}
+}

@@ -225,6 +225,33 @@ func (call *Call) Wait() (runtime.Result, error) {
 // Done is closed once the call completed.
 func (call *Call) Done() <-chan struct{} { return call.done }
 
+// Poll reports whether the call completed, first taking the completions
+// the daemon posted so far when no other goroutine is reaping them. It
+// never blocks (a dead connection fails the call, as Wait would).
+func (call *Call) Poll() bool {
+	select {
+	case <-call.done:
+		return true
+	default:
+	}
+	c := call.c
+	if c.reap.TryLock() {
+		c.mapMu.RLock()
+		c.drainLocked()
+		if c.unmapped || c.Err() != nil {
+			c.failAll()
+		}
+		c.mapMu.RUnlock()
+		c.reap.Unlock()
+	}
+	select {
+	case <-call.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (call *Call) result() (runtime.Result, error) {
 	if call.err != nil {
 		return runtime.Result{}, call.err
