@@ -1,0 +1,318 @@
+package ebpf
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// SizeBuckets are Darshan's access-size buckets: the upper bound of each
+// (the last is open-ended).
+var SizeBuckets = []struct {
+	Name string
+	Max  int64
+}{
+	{"0_100", 100}, {"100_1K", 1 << 10}, {"1K_10K", 10 << 10}, {"10K_100K", 100 << 10},
+	{"100K_1M", 1 << 20}, {"1M_4M", 4 << 20}, {"4M_10M", 10 << 20}, {"10M_100M", 100 << 20},
+	{"100M_1G", 1 << 30}, {"1G_PLUS", 1<<63 - 1},
+}
+
+func bucketOf(n int64) int {
+	for i, b := range SizeBuckets {
+		if n <= b.Max {
+			return i
+		}
+	}
+	return len(SizeBuckets) - 1
+}
+
+// FileStats is what the traced processes did to one file, with Darshan's
+// POSIX module's counters in mind.
+type FileStats struct {
+	Path                     string
+	Opens, Closes            int64
+	Reads, Writes            int64
+	BytesRead, BytesWritten  int64
+	SeqReads, SeqWrites      int64 // at or after the previous access's end
+	ConsecReads, ConsecWrite int64 // exactly at the previous access's end
+	Seeks, Syncs, Stats      int64
+	Mmaps                    int64
+	ReadTime, WriteTime      time.Duration
+	MetaTime                 time.Duration
+	ReadSizes, WriteSizes    [10]int64 // by SizeBuckets
+	MaxReadEnd, MaxWriteEnd  int64     // highest byte offset accessed + 1
+	First, Last              time.Duration
+	Pids                     map[int]bool
+	// lastRead, lastWrite are the last byte of the previous access (0
+	// before the first), as Darshan keeps them.
+	lastRead, lastWrite int64
+}
+
+// Sequential is the fraction of reads and writes that were sequential.
+func (f *FileStats) Sequential() float64 {
+	n := f.Reads + f.Writes
+	if n == 0 {
+		return 0
+	}
+	return float64(f.SeqReads+f.SeqWrites) / float64(n)
+}
+
+// IOTime is the time spent in the file's reads, writes and metadata calls.
+func (f *FileStats) IOTime() time.Duration { return f.ReadTime + f.WriteTime + f.MetaTime }
+
+// fdState is one open file descriptor of a traced process.
+type fdState struct {
+	file *FileStats
+	pos  int64
+}
+
+// Aggregator joins events into per-file statistics: it follows each
+// process's fds (from their opens, or /proc on first sight), their
+// positions (reads, writes and seeks move them), and counts per path.
+// Not safe for concurrent use.
+type Aggregator struct {
+	files map[string]*FileStats
+	fds   map[[2]int]*fdState // pid, fd
+	cwd   map[int]string
+	// Calls counts every traced call by name; Bytes the bytes of reads
+	// and writes, per process.
+	Calls map[string]int64
+	Procs map[int]*ProcStats
+}
+
+// ProcStats is what one process did.
+type ProcStats struct {
+	Pid                     int
+	Calls                   int64
+	BytesRead, BytesWritten int64
+}
+
+// NewAggregator returns an empty aggregator.
+func NewAggregator() *Aggregator {
+	return &Aggregator{files: map[string]*FileStats{}, fds: map[[2]int]*fdState{}, cwd: map[int]string{},
+		Calls: map[string]int64{}, Procs: map[int]*ProcStats{}}
+}
+
+// Files returns the files, most bytes first.
+func (a *Aggregator) Files() []*FileStats {
+	out := make([]*FileStats, 0, len(a.files))
+	for _, f := range a.files {
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(x, y *FileStats) int {
+		bx, by := x.BytesRead+x.BytesWritten, y.BytesRead+y.BytesWritten
+		if bx != by {
+			if bx > by {
+				return -1
+			}
+			return 1
+		}
+		return compareStrings(x.Path, y.Path)
+	})
+	return out
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (a *Aggregator) file(path string) *FileStats {
+	f := a.files[path]
+	if f == nil {
+		f = &FileStats{Path: path, Pids: map[int]bool{}}
+		a.files[path] = f
+	}
+	return f
+}
+
+// abs resolves p for process pid (relative paths against its cwd, read
+// once from /proc; "" when it is gone).
+func (a *Aggregator) abs(pid int, dirfd int64, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	base := ""
+	if dirfd != atFDCWD {
+		if st := a.fds[[2]int{pid, int(dirfd)}]; st != nil {
+			base = st.file.Path
+		}
+	}
+	if base == "" {
+		c, ok := a.cwd[pid]
+		if !ok {
+			c, _ = os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+			a.cwd[pid] = c
+		}
+		base = c
+	}
+	if base == "" {
+		return p
+	}
+	return filepath.Join(base, p)
+}
+
+const atFDCWD = -100
+
+// fd returns the state of fd in pid, resolving an fd not seen opened
+// through /proc; when that fails (the process is gone), a placeholder
+// named by pid and fd if placeholder, else nil.
+func (a *Aggregator) fd(pid, fd int, placeholder bool) *fdState {
+	if fd < 0 {
+		return nil
+	}
+	k := [2]int{pid, fd}
+	if st := a.fds[k]; st != nil {
+		return st
+	}
+	p, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
+	if err != nil {
+		if !placeholder {
+			return nil
+		}
+		p = fmt.Sprintf("<pid %d fd %d>", pid, fd)
+	}
+	st := &fdState{file: a.file(p)}
+	a.fds[k] = st
+	return st
+}
+
+// Add accounts one event.
+func (a *Aggregator) Add(e Event) {
+	a.Calls[e.Call.Name]++
+	ps := a.Procs[e.Pid]
+	if ps == nil {
+		ps = &ProcStats{Pid: e.Pid}
+		a.Procs[e.Pid] = ps
+	}
+	ps.Calls++
+	fd := int(int32(e.Args[0]))
+	switch e.Call.Kind {
+	case KindOpen:
+		if e.Ret < 0 {
+			return
+		}
+		dirfd := int64(atFDCWD)
+		if e.Call.Path == 2 {
+			dirfd = int64(int32(e.Args[0]))
+		}
+		f := a.file(a.abs(e.Pid, dirfd, e.Path))
+		f.Opens++
+		a.touch(f, e)
+		f.MetaTime += e.Latency
+		a.fds[[2]int{e.Pid, int(e.Ret)}] = &fdState{file: f}
+	case KindClose:
+		if st := a.fds[[2]int{e.Pid, fd}]; st != nil {
+			st.file.Closes++
+			st.file.MetaTime += e.Latency
+			delete(a.fds, [2]int{e.Pid, fd})
+		}
+	case KindDup:
+		if st := a.fd(e.Pid, fd, false); st != nil && e.Ret >= 0 {
+			a.fds[[2]int{e.Pid, int(e.Ret)}] = &fdState{file: st.file, pos: st.pos}
+		}
+	case KindRead, KindPRead, KindWrite, KindPWrite:
+		a.access(e, fd, ps)
+	case KindSeek:
+		if st := a.fd(e.Pid, fd, false); st != nil && e.Ret >= 0 {
+			st.pos = e.Ret
+			st.file.Seeks++
+			a.touch(st.file, e)
+		}
+	case KindSync:
+		if st := a.fd(e.Pid, fd, true); st != nil {
+			st.file.Syncs++
+			st.file.WriteTime += e.Latency
+			a.touch(st.file, e)
+		}
+	case KindMmap:
+		if mfd := int(int32(e.Args[4])); mfd >= 0 && e.Ret > 0 {
+			if st := a.fd(e.Pid, mfd, false); st != nil {
+				st.file.Mmaps++
+			}
+		}
+	case KindMeta:
+		if e.Path != "" {
+			dirfd := int64(atFDCWD)
+			if e.Call.Path == 2 {
+				dirfd = int64(int32(e.Args[0]))
+			}
+			f := a.file(a.abs(e.Pid, dirfd, e.Path))
+			f.Stats++
+			f.MetaTime += e.Latency
+			a.touch(f, e)
+		} else if st := a.fd(e.Pid, fd, false); st != nil && e.Call.Name != "getdents64" {
+			st.file.Stats++
+			st.file.MetaTime += e.Latency
+		}
+	}
+}
+
+func (a *Aggregator) touch(f *FileStats, e Event) {
+	f.Pids[e.Pid] = true
+	start := e.Time - e.Latency
+	if f.First == 0 || start < f.First {
+		f.First = start
+	}
+	f.Last = max(f.Last, e.Time)
+}
+
+// access accounts a read or write of e.Ret bytes on fd.
+func (a *Aggregator) access(e Event, fd int, ps *ProcStats) {
+	st := a.fd(e.Pid, fd, true)
+	if st == nil || e.Ret < 0 {
+		return
+	}
+	f, n := st.file, e.Ret
+	off := st.pos
+	positioned := e.Call.Kind == KindPRead || e.Call.Kind == KindPWrite
+	if positioned {
+		off = int64(e.Args[3])
+		if e.Call.Name == "preadv2" || e.Call.Name == "pwritev2" {
+			if int64(e.Args[3]) == -1 {
+				positioned, off = false, st.pos
+			}
+		}
+	} else {
+		st.pos += n
+	}
+	a.touch(f, e)
+	end := off + n
+	if e.Call.Kind == KindRead || e.Call.Kind == KindPRead {
+		f.Reads++
+		f.BytesRead += n
+		ps.BytesRead += n
+		f.ReadTime += e.Latency
+		f.ReadSizes[bucketOf(n)]++
+		if off > f.lastRead {
+			f.SeqReads++
+		}
+		if off == f.lastRead+1 {
+			f.ConsecReads++
+		}
+		f.lastRead = end - 1
+		f.MaxReadEnd = max(f.MaxReadEnd, end)
+		return
+	}
+	f.Writes++
+	f.BytesWritten += n
+	ps.BytesWritten += n
+	f.WriteTime += e.Latency
+	f.WriteSizes[bucketOf(n)]++
+	if off > f.lastWrite {
+		f.SeqWrites++
+	}
+	if off == f.lastWrite+1 {
+		f.ConsecWrite++
+	}
+	f.lastWrite = end - 1
+	f.MaxWriteEnd = max(f.MaxWriteEnd, end)
+}

@@ -1,0 +1,28 @@
+// Package ebpf is the I/O tracer of `iowarp trace`: eBPF programs on the
+// kernel's sys_enter/sys_exit raw tracepoints (bpf/trace.c; fentry, fexit
+// and kprobes do not load on the kernels this targets, uprobes cost
+// ~10 µs a hit) that record the I/O system calls of a cgroup or of a set
+// of processes and their children, filtered in the kernel, into a ring
+// buffer; and the user-space side that joins them into per-file
+// statistics (Aggregator: fds followed from their opens or /proc,
+// positions from reads, writes and seeks) and writes them as a table, as
+// JSON lines or as Darshan's POSIX counters (darshan-parser's layout).
+//
+// It sees what no door does: static binaries, Go programs, programs that
+// call the kernel directly and fortified libc calls. The BPF object is
+// compiled by clang through bpf2go (`go generate ./adapters/ebpf`) and
+// committed with the source's hash, so building needs no clang and a
+// stale object fails TestGeneratedUpToDate.
+//
+// Cost: two tracepoint hits per traced syscall (a hash-map update and
+// delete, five register reads, one ring-buffer record of 96 bytes, 352
+// with a path); the consumer is woken only when 256 KiB are queued and
+// otherwise polls every 50 ms. Untraced processes pay the tracepoints'
+// slow syscall path and a map lookup. x86_64 only (syscall numbers and
+// the pt_regs layout).
+//
+// Not yet: the join with the daemon's per-file events (hits, misses,
+// stage-ins, write-back for files on a mount), the HTML timeline, and
+// in-kernel aggregation (which would cut the per-event cost when no
+// event stream is asked for).
+package ebpf

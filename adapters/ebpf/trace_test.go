@@ -1,0 +1,246 @@
+package ebpf
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGeneratedUpToDate: the committed object was built from the
+// committed source (go generate ./adapters/ebpf rewrites both).
+func TestGeneratedUpToDate(t *testing.T) {
+	src, err := os.ReadFile("bpf/trace.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := os.ReadFile("trace_bpfel.sha256")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(src)
+	if got := strings.Fields(string(rec)); len(got) == 0 || got[0] != hex.EncodeToString(sum[:]) {
+		t.Fatal("bpf/trace.c changed since trace_bpfel.o was generated: run go generate ./adapters/ebpf")
+	}
+	if _, err := os.Stat("trace_bpfel.o"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// needBPF skips where the tracer cannot load, saying why; a kernel that
+// has BPF but refuses the programs is a failure.
+func needBPF(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("tracing needs root")
+	}
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		t.Skip("no BPF-capable kernel here (no /sys/kernel/btf/vmlinux)")
+	}
+	if _, err := CgroupRoot(); err != nil {
+		t.Skip(err)
+	}
+}
+
+// traceRun runs argv traced and returns the aggregate.
+func traceRun(t *testing.T, argv ...string) *Aggregator {
+	t.Helper()
+	a := NewAggregator()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := Run(cmd, a.Add); err != nil {
+		t.Fatalf("%v: %v\n%s", argv, err, out.String())
+	}
+	return a
+}
+
+func fileOf(t *testing.T, a *Aggregator, path string) *FileStats {
+	t.Helper()
+	f := a.files[path]
+	if f == nil {
+		var names []string
+		for _, f := range a.Files() {
+			names = append(names, f.Path)
+		}
+		t.Fatalf("%s not traced; files: %v", path, names)
+	}
+	return f
+}
+
+// TestTraceDD: dd into tmpfs: the reads of /dev/zero and the writes of the
+// output, each counted exactly, with their sizes and sequentiality.
+func TestTraceDD(t *testing.T) {
+	needBPF(t)
+	dir, err := os.MkdirTemp("/dev/shm", "iowarp-trace-")
+	if err != nil {
+		t.Skip("no /dev/shm")
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "o")
+	a := traceRun(t, "dd", "if=/dev/zero", "of="+out, "bs=4k", "count=256")
+	f := fileOf(t, a, out)
+	if f.Writes != 256 || f.BytesWritten != 1<<20 || f.Opens != 1 || f.WriteSizes[bucketOf(4096)] != 256 {
+		t.Fatalf("%s: %+v", out, f)
+	}
+	if f.SeqWrites != 255 || f.ConsecWrite != 255 || f.MaxWriteEnd != 1<<20 {
+		t.Fatalf("sequential %d consecutive %d max %d", f.SeqWrites, f.ConsecWrite, f.MaxWriteEnd)
+	}
+	if z := fileOf(t, a, "/dev/zero"); z.Reads != 256 || z.BytesRead != 1<<20 {
+		t.Fatalf("/dev/zero: %+v", z)
+	}
+}
+
+// staticProg writes 1000 × 123 bytes with write, 7 pwrites of 4096 at
+// offset 1 MiB + i × 8192, fsyncs 3 times and reads the start back with
+// pread, all through raw libc calls, in a static binary the shim cannot
+// enter.
+const staticProg = `#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	char buf[8192];
+	memset(buf, 'x', sizeof buf);
+	int fd = open(argv[1], O_CREAT | O_TRUNC | O_RDWR, 0644);
+	if (fd < 0) return 1;
+	for (int i = 0; i < 1000; i++) if (write(fd, buf, 123) != 123) return 2;
+	for (int i = 0; i < 7; i++) if (pwrite(fd, buf, 4096, (1 << 20) + i * 8192) != 4096) return 3;
+	for (int i = 0; i < 3; i++) fsync(fd);
+	if (pread(fd, buf, 5000, 0) != 5000) return 4;
+	close(fd);
+	printf("writes 1007 bytes %d reads 1 bytes 5000\n", 1000 * 123 + 7 * 4096);
+	return 0;
+}
+`
+
+// TestTraceStatic: a static binary's calls are all seen.
+func TestTraceStatic(t *testing.T) {
+	needBPF(t)
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "p.c"), filepath.Join(dir, "p")
+	os.WriteFile(src, []byte(staticProg), 0o644)
+	if out, err := exec.Command("cc", "-static", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("cc -static: %v\n%s", err, out)
+	}
+	data := filepath.Join(dir, "data")
+	a := traceRun(t, bin, data)
+	f := fileOf(t, a, data)
+	if f.Writes != 1007 || f.BytesWritten != 1000*123+7*4096 || f.Syncs != 3 || f.Reads != 1 || f.BytesRead != 5000 {
+		t.Fatalf("%+v", f)
+	}
+	if f.MaxWriteEnd != 1<<20+6*8192+4096 || f.WriteSizes[bucketOf(123)] != 1000 || f.WriteSizes[bucketOf(4096)] != 7 {
+		t.Fatalf("max %d sizes %v", f.MaxWriteEnd, f.WriteSizes)
+	}
+}
+
+const goProg = `package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	f, err := os.Create(os.Args[1])
+	if err != nil {
+		panic(err)
+	}
+	buf := make([]byte, 65536)
+	for i := 0; i < 40; i++ {
+		if _, err := f.Write(buf); err != nil {
+			panic(err)
+		}
+	}
+	if _, err := f.ReadAt(buf[:1000], 100); err != nil {
+		panic(err)
+	}
+	f.Sync()
+	f.Close()
+	fmt.Println("writes 40 bytes 2621440 reads 1 bytes 1000")
+}
+`
+
+// TestTraceGo: a Go program (raw syscalls, no libc) is seen.
+func TestTraceGo(t *testing.T) {
+	needBPF(t)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go toolchain on PATH")
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte(goProg), 0o644)
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module p\n\ngo 1.21\n"), 0o644)
+	bin := filepath.Join(dir, "p")
+	build := exec.Command(goBin, "build", "-o", bin, ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	data := filepath.Join(dir, "data")
+	a := traceRun(t, bin, data)
+	f := fileOf(t, a, data)
+	if f.Writes != 40 || f.BytesWritten != 40*65536 || f.Reads != 1 || f.BytesRead != 1000 || f.Syncs != 1 {
+		t.Fatalf("%+v", f)
+	}
+}
+
+// TestTracePids: tracing a process follows the children it forks and
+// sees no other process's I/O, even at the same time.
+func TestTracePids(t *testing.T) {
+	needBPF(t)
+	dir := t.TempDir()
+	mine, other := filepath.Join(dir, "mine"), filepath.Join(dir, "other")
+	sh := exec.Command("sh", "-c", `read go; dd if=/dev/zero of="$1" bs=4k count=10 2>/dev/null`, "sh", mine)
+	in, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Open(Options{Pids: []int{sh.Process.Pid}})
+	if err != nil {
+		sh.Process.Kill()
+		sh.Wait()
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	noise := exec.Command("dd", "if=/dev/zero", "of="+other, "bs=4k", "count=50")
+	if err := noise.Start(); err != nil {
+		t.Fatal(err)
+	}
+	in.Write([]byte("go\n"))
+	in.Close()
+	if err := sh.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	noise.Wait()
+	a := NewAggregator()
+	for {
+		tr.SetDeadline(time.Now().Add(200 * time.Millisecond))
+		e, err := tr.Read()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Add(e)
+	}
+	if f := fileOf(t, a, mine); f.Writes != 10 || f.BytesWritten != 40960 {
+		t.Fatalf("the traced shell's child: %+v", f)
+	}
+	if f := a.files[other]; f != nil {
+		t.Fatalf("an untraced process's file traced: %+v", f)
+	}
+	if ev, _ := tr.Dropped(); ev != 0 {
+		t.Errorf("%d events dropped", ev)
+	}
+}
