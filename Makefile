@@ -157,6 +157,7 @@ test: deps
 ## QUICK=1 make bench: small sizes (scripts/bench.sh lists the knobs).
 bench: deps build bin/ior bin/mdtest
 	$(SUDO) $(if $(SUDO),-E) scripts/bench.sh
+	$(SUDO) $(if $(SUDO),-E) scripts/bench-trace.sh
 
 bin/ior bin/mdtest: bin/%: bench/%.c
 	@mkdir -p bin
