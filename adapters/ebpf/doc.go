@@ -15,7 +15,7 @@
 // stale object fails TestGeneratedUpToDate.
 //
 // Cost: two tracepoint hits per traced syscall (a hash-map update and
-// delete, five register reads, one ring-buffer record of 80 bytes, 336
+// delete of a 56-byte entry, five register reads, one ring-buffer record of 80 bytes; 336
 // with a path); the consumer is woken only when 256 KiB are queued and
 // otherwise polls every 50 ms. Untraced processes pay the tracepoints'
 // slow syscall path and a map lookup. x86_64 only (syscall numbers and

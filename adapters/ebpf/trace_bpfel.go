@@ -40,12 +40,16 @@ type tracePathEvent struct {
 	Path [256]int8
 }
 
+type tracePathbuf struct {
+	_    structs.HostLayout
+	Path [256]int8
+}
+
 type traceStart struct {
 	_    structs.HostLayout
 	Ts   uint64
 	Nr   uint64
 	Args [5]uint64
-	Path [256]int8
 }
 
 // Names of all BPF objects in the ELF.
@@ -55,6 +59,7 @@ const (
 	traceMapCfg             = "cfg"
 	traceMapDropped         = "dropped"
 	traceMapEvents          = "events"
+	traceMapPaths           = "paths"
 	traceMapPids            = "pids"
 	traceMapScratch         = "scratch"
 	traceMapStarts          = "starts"
@@ -118,6 +123,7 @@ type traceMapSpecs struct {
 	Cfg     *ebpf.MapSpec `ebpf:"cfg"`
 	Dropped *ebpf.MapSpec `ebpf:"dropped"`
 	Events  *ebpf.MapSpec `ebpf:"events"`
+	Paths   *ebpf.MapSpec `ebpf:"paths"`
 	Pids    *ebpf.MapSpec `ebpf:"pids"`
 	Scratch *ebpf.MapSpec `ebpf:"scratch"`
 	Starts  *ebpf.MapSpec `ebpf:"starts"`
@@ -155,6 +161,7 @@ type traceMaps struct {
 	Cfg     *ebpf.Map `ebpf:"cfg"`
 	Dropped *ebpf.Map `ebpf:"dropped"`
 	Events  *ebpf.Map `ebpf:"events"`
+	Paths   *ebpf.Map `ebpf:"paths"`
 	Pids    *ebpf.Map `ebpf:"pids"`
 	Scratch *ebpf.Map `ebpf:"scratch"`
 	Starts  *ebpf.Map `ebpf:"starts"`
@@ -166,6 +173,7 @@ func (m *traceMaps) Close() error {
 		m.Cfg,
 		m.Dropped,
 		m.Events,
+		m.Paths,
 		m.Pids,
 		m.Scratch,
 		m.Starts,

@@ -46,6 +46,11 @@ struct start {
 	__u64 ts;
 	__u64 nr;
 	__u64 args[5];
+};
+
+// pathbuf is the path argument of a call in progress, kept apart from
+// struct start so that the calls without one copy 56 bytes, not 312.
+struct pathbuf {
 	char path[PATH_MAX_EV];
 };
 
@@ -105,12 +110,19 @@ struct {
 	__type(value, struct start);
 } starts SEC(".maps");
 
-// scratch holds a start while it is filled (too big for the BPF stack).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct pathbuf);
+} paths SEC(".maps");
+
+// scratch holds a path while it is read (too big for the BPF stack).
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct start);
+	__type(value, struct pathbuf);
 } scratch SEC(".maps");
 
 struct {
@@ -171,22 +183,24 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx) {
 	__u32 *w = bpf_map_lookup_elem(&wanted, &nr);
 	if (!w || !*w || !traced())
 		return 0;
-	__u32 zero = 0;
-	struct start *s = bpf_map_lookup_elem(&scratch, &zero);
-	if (!s)
-		return 0;
 	struct regs *r = (struct regs *)ctx->args[0];
-	s->nr = nr;
+	struct start s = {.nr = nr};
 	for (int i = 0; i < 5; i++)
-		s->args[i] = arg(r, i);
-	s->path[0] = 0;
-	if (*w & (PATH_ARG0 << 1))
-		bpf_probe_read_user_str(s->path, sizeof s->path, (const void *)s->args[0]);
-	else if (*w & (PATH_ARG1 << 1))
-		bpf_probe_read_user_str(s->path, sizeof s->path, (const void *)s->args[1]);
-	s->ts = bpf_ktime_get_ns();
+		s.args[i] = arg(r, i);
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	if (bpf_map_update_elem(&starts, &tid, s, BPF_ANY))
+	if (*w & ((PATH_ARG0 | PATH_ARG1) << 1)) {
+		__u32 zero = 0;
+		struct pathbuf *pb = bpf_map_lookup_elem(&scratch, &zero);
+		if (pb) {
+			const void *up = (const void *)((*w & (PATH_ARG0 << 1)) ? s.args[0] : s.args[1]);
+			if (bpf_probe_read_user_str(pb->path, sizeof pb->path, up) <= 0)
+				pb->path[0] = 0;
+			if (bpf_map_update_elem(&paths, &tid, pb, BPF_ANY))
+				count_drop(1);
+		}
+	}
+	s.ts = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&starts, &tid, &s, BPF_ANY))
 		count_drop(1);
 	return 0;
 }
@@ -199,7 +213,8 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx) {
 	if (!s)
 		return 0;
 	__u64 nr = s->nr;
-	int with_path = s->path[0] != 0;
+	struct pathbuf *pb = bpf_map_lookup_elem(&paths, &tid);
+	int with_path = pb && pb->path[0] != 0;
 	struct event *e;
 	if (with_path)
 		e = bpf_ringbuf_reserve(&events, sizeof(struct path_event), 0);
@@ -208,6 +223,8 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx) {
 	if (!e) {
 		count_drop(0);
 		bpf_map_delete_elem(&starts, &tid);
+		if (pb)
+			bpf_map_delete_elem(&paths, &tid);
 		return 0;
 	}
 	__u64 now = bpf_ktime_get_ns();
@@ -221,7 +238,9 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx) {
 		e->args[i] = s->args[i];
 	e->flags = with_path;
 	if (with_path)
-		__builtin_memcpy(((struct path_event *)e)->path, s->path, PATH_MAX_EV);
+		__builtin_memcpy(((struct path_event *)e)->path, pb->path, PATH_MAX_EV);
+	if (pb)
+		bpf_map_delete_elem(&paths, &tid);
 	__u64 queued = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 	bpf_ringbuf_submit(e, queued >= WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	bpf_map_delete_elem(&starts, &tid);
