@@ -32,7 +32,7 @@ func serveNoMount(cfg *runtime.Config, ready *os.File) error {
 	mem := watchPressure(pool)
 	defer mem.Close()
 	info := Info{Pid: os.Getpid(), Version: version, Config: cfg.File, Started: time.Now()}
-	ctl, err := control.Listen(control.SocketPath(cfg.ControlDir, ""), map[string]control.Handler{
+	ctl, err := listenControl(cfg, "", map[string]control.Handler{
 		"stats": func() (any, error) { return files.Stats{Pool: pool.Stats()}, nil },
 		"info":  func() (any, error) { return info, nil },
 	})

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -135,10 +136,10 @@ func (d *daemon) open() error {
 	}
 	info := Info{Pid: os.Getpid(), Version: version, Mount: cfg.Mount, Backing: backingName(cfg),
 		Mode: cfg.Mode, Config: cfg.File, Started: time.Now()}
-	sock := control.SocketPath(cfg.ControlDir, cfg.Mount)
-	d.ctl, err = control.Listen(sock, map[string]control.Handler{
+	d.ctl, err = listenControl(cfg, cfg.Mount, map[string]control.Handler{
 		"stats": func() (any, error) { return d.fsys.Stats(), nil },
 		"info":  func() (any, error) { return info, nil },
+		"top":   func() (any, error) { return d.fsys.TopDirty(topFiles), nil },
 	})
 	if err != nil {
 		return err
@@ -160,6 +161,24 @@ func (d *daemon) open() error {
 		return fmt.Errorf("%w (iowarp mount needs root)", err)
 	}
 	return err
+}
+
+// topFiles is how many files the control socket's "top" operation lists.
+const topFiles = 20
+
+// listenControl listens on the control socket of mount after checking its
+// directory: a loose one is set to 0700 with a warning, another user's is
+// refused.
+func listenControl(cfg *runtime.Config, mount string, h map[string]control.Handler) (*control.Server, error) {
+	sock := control.SocketPath(cfg.ControlDir, mount)
+	msg, err := control.SecureDir(filepath.Dir(sock))
+	if msg != "" {
+		logrus.Warn(msg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return control.Listen(sock, h)
 }
 
 // wait returns after a SIGTERM/SIGINT has been handled (drained and

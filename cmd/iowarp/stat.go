@@ -2,11 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -22,90 +20,49 @@ import (
 	"github.com/iowarp/iowarp/runtime/ipc"
 )
 
-// target names a running mount: its directory and the control directory.
-type target struct {
-	controlDir string
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
-func (t *target) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&t.controlDir, "control-dir", os.Getenv("IOWARP_CONTROL_DIR"),
-		"directory of the control socket (default /run/iowarp for root, $XDG_RUNTIME_DIR/iowarp otherwise; env IOWARP_CONTROL_DIR)")
-}
-
-// socket returns the control socket of the mount at dir: args[0], else
-// the default config's mount point, or, if no daemon serves that, the
-// daemon without a mount (returned as dir "").
-func (t *target) socket(args []string) (string, string, error) {
-	dir := runtime.Default().Mount
-	if len(args) > 0 {
-		dir = args[0]
-	} else if sock := control.SocketPath(t.controlDir, dir); !exists(sock) && exists(control.SocketPath(t.controlDir, "")) {
-		return "", control.SocketPath(t.controlDir, ""), nil
+// pathArg is the positional path of a command, "" if none.
+func pathArg(args []string) string {
+	if len(args) == 0 {
+		return ""
 	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", "", err
-	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = real
-	}
-	return abs, control.SocketPath(t.controlDir, abs), nil
-}
-
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
-}
-
-func (t *target) call(args []string, op string, result any) (string, error) {
-	dir, sock, err := t.socket(args)
-	if err != nil {
-		return "", err
-	}
-	if err := control.Call(sock, op, result); err != nil {
-		if errors.Is(err, control.ErrNoDaemon) {
-			return dir, fmt.Errorf("%s: %w (is it mounted? is --control-dir right?)", dir, err)
-		}
-		return dir, err
-	}
-	return dir, nil
-}
-
-// info asks the daemon of args (as in call) who it is.
-func (t *target) info(args []string) (Info, string, error) {
-	var info Info
-	dir, err := t.call(args, "info", &info)
-	return info, dir, err
+	return args[0]
 }
 
 func newStatCmd() *cobra.Command {
-	var t target
+	var s selector
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "stat [DIR]",
-		Short: "Show per-tier capacity, use, dirty bytes, hits and misses of a running mount",
+		Use:   "stat [PATH]",
+		Short: "Show per-tier capacity, use, dirty bytes, hits and misses of a running mount (the one holding PATH)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := s.pick(pathArg(args))
+			if err != nil {
+				return err
+			}
 			if asJSON {
 				var raw json.RawMessage
-				if _, err := t.call(args, "stats", &raw); err != nil {
+				if err := control.Call(d.Socket, "stats", &raw); err != nil {
 					return err
 				}
 				_, err := fmt.Fprintf(os.Stdout, "%s\n", raw)
 				return err
 			}
-			info, _, err := t.info(args)
-			if err != nil {
-				return err
-			}
 			var st files.Stats
-			if _, err := t.call(args, "stats", &st); err != nil {
+			if err := control.Call(d.Socket, "stats", &st); err != nil {
 				return err
 			}
-			return printStats(os.Stdout, info, st)
+			return printStats(os.Stdout, d.Info, st)
 		},
 	}
-	t.register(cmd)
+	s.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the raw statistics as JSON")
 	return cmd
 }
@@ -177,16 +134,17 @@ func printFailing(w io.Writer, st files.Stats) error {
 }
 
 func newStatusCmd() *cobra.Command {
-	var t target
+	var s selector
 	cmd := &cobra.Command{
-		Use:   "status [DIR]",
-		Short: "Say whether a daemon serves DIR (default /iowarp); exit 1 if none",
+		Use:   "status [PATH]",
+		Short: "Say which daemon serves PATH (default: the only one); exit 1 if none",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			info, dir, err := t.info(args)
+			d, err := s.pick(pathArg(args))
 			if err != nil {
 				return err
 			}
+			info := d.Info
 			if info.Mount == "" {
 				fmt.Printf("runtime without a mount: pid %d (iowarp %s, config %q) since %s\n",
 					info.Pid, info.Version, info.Config, info.Started.Format(time.RFC3339))
@@ -194,11 +152,11 @@ func newStatusCmd() *cobra.Command {
 				fmt.Printf("%s: served by pid %d (iowarp %s, %s, backing %s, config %q) since %s\n", info.Mount,
 					info.Pid, info.Version, info.Mode, info.Backing, info.Config, info.Started.Format(time.RFC3339))
 			}
-			printIPCStatus(os.Stdout, ipc.SocketPath(t.controlDir, dir))
+			printIPCStatus(os.Stdout, d.IPCSocket())
 			return nil
 		},
 	}
-	t.register(cmd)
+	s.register(cmd)
 	return cmd
 }
 
@@ -239,17 +197,18 @@ func printIPCStatus(w io.Writer, sock string) {
 }
 
 func newStopCmd() *cobra.Command {
-	var t target
+	var s selector
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "stop [DIR]",
-		Short: "Drain and unmount DIR (default /iowarp): SIGTERM to its daemon, wait for it to exit",
+		Use:   "stop [PATH]",
+		Short: "Drain and unmount the mount holding PATH (default: the only one): SIGTERM to its daemon, wait for it to exit",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			info, dir, err := t.info(args)
+			d, err := s.pick(pathArg(args))
 			if err != nil {
 				return err
 			}
+			info, dir := d.Info, d.Mount
 			if err := syscall.Kill(info.Pid, syscall.SIGTERM); err != nil {
 				return fmt.Errorf("signal daemon pid %d: %w", info.Pid, err)
 			}
@@ -268,7 +227,7 @@ func newStopCmd() *cobra.Command {
 			return nil
 		},
 	}
-	t.register(cmd)
+	s.register(cmd)
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up waiting after this long (0 = wait for the drain)")
 	return cmd
 }
