@@ -36,7 +36,7 @@ func cliResult(t *testing.T, args ...string) (string, string, int) {
 // foreground (a child process), with its sockets in ctl, and returns the
 // mount point once its control socket answers. Cleanup stops it (SIGTERM:
 // drain, unmount) and waits for it.
-func mountDaemon(t *testing.T, base, name, ctl string) string {
+func mountDaemon(t *testing.T, base, name, ctl string, extra ...string) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("iowarp mount needs root")
@@ -49,6 +49,7 @@ func mountDaemon(t *testing.T, base, name, ctl string) string {
 	}
 	d := iowarp("mount", mnt, "--backing", backing, "--ram", "32MiB", "--nvme", filepath.Join(base, name+"-nvme")+":64MiB",
 		"--control-dir", ctl)
+	d.Args = append(d.Args, extra...)
 	var log bytes.Buffer
 	d.Stdout, d.Stderr = &log, &log
 	if err := d.Start(); err != nil {
@@ -86,10 +87,13 @@ func mountDaemon(t *testing.T, base, name, ctl string) string {
 	}
 }
 
+// wantIn checks that out holds each of wants, runs of blanks counting as
+// one (tables are aligned by tabwriter).
 func wantIn(t *testing.T, what, out string, wants ...string) {
 	t.Helper()
+	squash := func(s string) string { return strings.Join(strings.Fields(s), " ") }
 	for _, w := range wants {
-		if !strings.Contains(out, w) {
+		if !strings.Contains(squash(out), squash(w)) {
 			t.Errorf("%s lacks %q:\n%s", what, w, out)
 		}
 	}

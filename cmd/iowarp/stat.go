@@ -12,6 +12,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/iowarp/iowarp/bufferpool/files"
 	"github.com/iowarp/iowarp/client"
@@ -38,11 +39,19 @@ func pathArg(args []string) string {
 func newStatCmd() *cobra.Command {
 	var s selector
 	var asJSON bool
+	var watch string
+	var count int
 	cmd := &cobra.Command{
-		Use:   "stat [PATH]",
-		Short: "Show per-tier capacity, use, dirty bytes, hits and misses of a running mount (the one holding PATH)",
-		Args:  cobra.MaximumNArgs(1),
+		Use:   "stat [PATH] [--watch [INTERVAL]]",
+		Short: "Show per-tier capacity, use, dirty bytes, hits and misses of a running mount (the one holding PATH); --watch refreshes",
+		Args:  cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("watch") {
+				return watchMain(&s, args, watch, count)
+			}
+			if len(args) > 1 {
+				return fmt.Errorf("stat takes one path (an interval only with --watch)")
+			}
 			d, err := s.pick(pathArg(args))
 			if err != nil {
 				return err
@@ -63,8 +72,26 @@ func newStatCmd() *cobra.Command {
 		},
 	}
 	s.register(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the raw statistics as JSON")
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print the raw statistics as JSON")
+	f.StringVarP(&watch, "watch", "w", "", "refresh every INTERVAL (default 2s; also as an argument: --watch 1): in place on a terminal, as plain blocks otherwise")
+	f.Lookup("watch").NoOptDefVal = defaultWatch.String()
+	f.IntVar(&count, "count", 0, "with --watch: stop after this many refreshes (0 = until interrupted)")
 	return cmd
+}
+
+// watchMain is `stat --watch`.
+func watchMain(s *selector, args []string, flagVal string, count int) error {
+	path, every, err := watchArgs(args, flagVal)
+	if err != nil {
+		return err
+	}
+	d, err := s.pick(path)
+	if err != nil {
+		return err
+	}
+	wt := &watcher{d: d, w: os.Stdout, tty: term.IsTerminal(int(os.Stdout.Fd())), every: every}
+	return wt.run(count)
 }
 
 func printStats(w io.Writer, info Info, st files.Stats) error {
