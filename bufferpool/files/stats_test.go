@@ -2,6 +2,7 @@ package files
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -44,5 +45,33 @@ func TestTopDirty(t *testing.T) {
 	}
 	if got := fs.TopDirty(10); len(got) != 0 {
 		t.Fatalf("after sync: %+v", got)
+	}
+}
+
+// TestLatencies: each write-back write and each stage-in read is timed.
+func TestLatencies(t *testing.T) {
+	fs := newTestFS(t, Writeback, 64*testPage, 64*testPage, nil)
+	h := mustOpen(t, fs, "f", os.O_RDWR|os.O_CREATE)
+	if _, err := h.WriteAt(make([]byte, 3*testPage), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Fsync(false); err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	wb, si := fs.Latencies()
+	if wb.Count < 1 || wb.Sum <= 0 || si.Count != 0 {
+		t.Fatalf("after a write-back: write-back %+v, stage-in %+v", wb, si)
+	}
+	if err := os.WriteFile(filepath.Join(fs.backing, "cold"), make([]byte, 2*testPage), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h = mustOpen(t, fs, "cold", os.O_RDONLY)
+	defer h.Release()
+	if _, err := h.ReadAt(make([]byte, 2*testPage), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, si = fs.Latencies(); si.Count < 2 {
+		t.Fatalf("after reading 2 cold pages: stage-in %+v", si)
 	}
 }

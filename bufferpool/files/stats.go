@@ -2,7 +2,11 @@ package files
 
 import (
 	"cmp"
+	"os"
 	"slices"
+	"time"
+
+	"github.com/iowarp/iowarp/internal/hist"
 )
 
 // FileDirty is a file and the data of its dirty pages in the pool (not
@@ -31,4 +35,20 @@ func (fs *FS) TopDirty(n int) []FileDirty {
 		out = out[:n]
 	}
 	return out
+}
+
+// stageIn reads buf at off of a backing file, counted and timed as a
+// stage-in.
+func (fs *FS) stageIn(f *os.File, buf []byte, off int64) (int, error) {
+	t := time.Now()
+	n, err := f.ReadAt(buf, off)
+	fs.stats.stageLat.Since(t)
+	fs.stats.staged.Add(uint64(n))
+	return n, err
+}
+
+// Latencies are the histograms of the write-back's writes to the backing
+// store and of the stage-ins' reads from it, for the metrics endpoint.
+func (fs *FS) Latencies() (writeBack, stageIn hist.Snapshot) {
+	return fs.stats.flushLat.Snapshot(), fs.stats.stageLat.Snapshot()
 }
