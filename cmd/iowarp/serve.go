@@ -17,6 +17,7 @@ import (
 	"github.com/iowarp/iowarp/formats/helper"
 	"github.com/iowarp/iowarp/formats/omni"
 	"github.com/iowarp/iowarp/fusefs"
+	"github.com/iowarp/iowarp/internal/metrics"
 	"github.com/iowarp/iowarp/internal/sys"
 	"github.com/iowarp/iowarp/runtime"
 	"github.com/iowarp/iowarp/runtime/control"
@@ -31,6 +32,7 @@ type Info struct {
 	Mode    files.Mode `json:"mode"`
 	Config  string     `json:"config"`
 	Started time.Time  `json:"started"`
+	Metrics string     `json:"metrics,omitempty"` // address of the Prometheus endpoint, if any
 }
 
 // daemon is one running mount and what it owns, in the order it is built
@@ -44,6 +46,8 @@ type daemon struct {
 	ipc  *ipcDaemon   // runtime and client ipc (ipcserve.go)
 	fmts *helper.Pool // format helpers of the /.omni views
 	mem  *runtime.PressureWatcher
+	prom *metrics.Server        // the Prometheus endpoint (nil: metrics_listen "")
+	reqs *fusefs.RequestMetrics // FUSE request latencies, for prom
 	// stopAt is when the stop began (a signal or an external umount): the
 	// drain's duration is reported from there.
 	stopAt time.Time
@@ -136,6 +140,12 @@ func (d *daemon) open() error {
 	}
 	info := Info{Pid: os.Getpid(), Version: version, Mount: cfg.Mount, Backing: backingName(cfg),
 		Mode: cfg.Mode, Config: cfg.File, Started: time.Now()}
+	if d.prom, err = bindMetrics(cfg, &info); err != nil {
+		return err
+	}
+	if d.prom != nil {
+		d.reqs = &fusefs.RequestMetrics{}
+	}
 	d.ctl, err = listenControl(cfg, cfg.Mount, map[string]control.Handler{
 		"stats": func() (any, error) { return d.fsys.Stats(), nil },
 		"info":  func() (any, error) { return info, nil },
@@ -156,11 +166,31 @@ func (d *daemon) open() error {
 		WritebackCache: cfg.WritebackCache,
 		IPCSocket:      d.ipc.srv.Path(),
 		OMNI:           &fusefs.OMNIOptions{Formats: d.fmts, Pool: d.pool, Registry: omni.DefaultRegistryDir()},
+		Metrics:        d.reqs,
 	})
 	if errors.Is(err, syscall.EPERM) && os.Geteuid() != 0 {
 		return fmt.Errorf("%w (iowarp mount needs root)", err)
 	}
+	if err == nil && d.prom != nil {
+		d.prom.Serve(metrics.Sources{Files: d.fsys.Stats, Latencies: d.fsys.Latencies, FUSE: d.reqs.Each,
+			IPC: d.ipc.srv.Stats, Helpers: d.fmts.Stats})
+		logrus.Infof("metrics on http://%s/metrics", d.prom.Addr())
+	}
 	return err
+}
+
+// bindMetrics binds the Prometheus endpoint of metrics_listen (nil if
+// none) and records its address in info.
+func bindMetrics(cfg *runtime.Config, info *Info) (*metrics.Server, error) {
+	if cfg.MetricsListen == "" {
+		return nil, nil
+	}
+	s, err := metrics.Bind(cfg.MetricsListen)
+	if err != nil {
+		return nil, err
+	}
+	info.Metrics = s.Addr()
+	return s, nil
 }
 
 // topFiles is how many files the control socket's "top" operation lists.
@@ -321,6 +351,9 @@ func (d *daemon) close() error {
 	}
 	if d.ctl != nil {
 		note("close control socket", d.ctl.Close())
+	}
+	if d.prom != nil {
+		note("close metrics endpoint", d.prom.Close())
 	}
 	return first
 }
