@@ -230,22 +230,27 @@ const listTimeout = 2 * time.Second
 // tiers too (one more question to each).
 func printDaemons(w io.Writer, ds []daemonRef, use bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "MOUNT\tPID\tUPTIME\tMODE\tBACKING\tTIERS (used/capacity)\tDIRTY")
+	head := "MOUNT\tPID\tUPTIME\tMODE\tBACKING"
+	if use {
+		head += "\tTIERS (used/capacity)\tDIRTY"
+	}
+	fmt.Fprintln(tw, head)
 	for _, d := range ds {
 		if d.Err != "" {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%s\t-\n", d.Socket, d.Err)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\n", d.Socket, d.Err)
 			continue
-		}
-		tiers, dirty := "-", "-"
-		if use {
-			tiers, dirty = tierUse(d)
 		}
 		mode := string(d.Mode)
 		if d.Mount == "" {
 			mode = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%v\t%s\t%s\t%s\t%s\n", d.name(), d.Pid, time.Since(d.Started).Round(time.Second),
-			orDash(mode), orDash(d.Backing), tiers, dirty)
+		fmt.Fprintf(tw, "%s\t%d\t%v\t%s\t%s", d.name(), d.Pid, time.Since(d.Started).Round(time.Second),
+			orDash(mode), orDash(d.Backing))
+		if use {
+			tiers, dirty := tierUse(d)
+			fmt.Fprintf(tw, "\t%s\t%s", tiers, dirty)
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

@@ -179,6 +179,9 @@ func newStatusCmd() *cobra.Command {
 				fmt.Printf("%s: served by pid %d (iowarp %s, %s, backing %s, config %q) since %s\n", info.Mount,
 					info.Pid, info.Version, info.Mode, info.Backing, info.Config, info.Started.Format(time.RFC3339))
 			}
+			if info.Metrics != "" {
+				fmt.Printf("metrics: http://%s/metrics\n", info.Metrics)
+			}
 			printIPCStatus(os.Stdout, d.IPCSocket())
 			return nil
 		},
