@@ -66,6 +66,9 @@ func mountDaemon(t *testing.T, base, name, ctl string, extra ...string) string {
 			<-exited
 			exec.Command("umount", "-l", mnt).Run()
 		}
+		if strings.Contains(log.String(), "DATA RACE") {
+			t.Errorf("the daemon of %s met a data race", mnt)
+		}
 		if t.Failed() {
 			t.Logf("daemon of %s:\n%s", mnt, log.String())
 		}
