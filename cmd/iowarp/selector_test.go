@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/iowarp/iowarp/runtime"
 	"github.com/iowarp/iowarp/runtime/control"
 )
@@ -214,5 +216,35 @@ func TestSelectorControlDir(t *testing.T) {
 		"--control-dir", ctl)
 	if code == 0 || !strings.Contains(errs, "owned by uid 65534") {
 		t.Errorf("mount with another user's control dir: exit %d\n%s", code, errs)
+	}
+}
+
+// TestControlDirOverride: the daemon's control directory is --control-dir,
+// else the config's control_dir, else $IOWARP_CONTROL_DIR, for `mount`
+// and `runtime start` alike.
+func TestControlDirOverride(t *testing.T) {
+	t.Setenv(envControlDir, "/run/env-ctl")
+	for _, overrides := range []bool{true, false} {
+		for _, tc := range []struct {
+			args   []string
+			config string
+			want   string
+		}{
+			{nil, "", "/run/env-ctl"},
+			{nil, "/etc-ctl", "/etc-ctl"},
+			{[]string{"--control-dir", "/flag-ctl"}, "/etc-ctl", "/flag-ctl"},
+		} {
+			mf := &mountFlags{}
+			cmd := &cobra.Command{Use: "mount"}
+			mf.register(cmd, overrides)
+			if err := cmd.ParseFlags(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			cfg := runtime.Default()
+			cfg.ControlDir = tc.config
+			if err := mf.overrideControlDir(cmd, cfg); err != nil || cfg.ControlDir != tc.want {
+				t.Errorf("overrides %v, %v, config %q: %q, %v; want %q", overrides, tc.args, tc.config, cfg.ControlDir, err, tc.want)
+			}
+		}
 	}
 }
