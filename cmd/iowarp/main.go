@@ -1,7 +1,8 @@
 // Command iowarp is the one iowarp binary: it mounts the buffered file
 // system (`iowarp mount`, `iowarp runtime start`), stops and inspects a
-// running daemon (`iowarp runtime stop|status`, `iowarp stat`) and prints
-// the default configuration (`iowarp config default`).
+// running daemon (`iowarp runtime stop|status`, `iowarp stat [--watch]`,
+// `iowarp list`; selector.go says how the daemon is found) and prints the
+// default configuration (`iowarp config default`).
 //
 // Errors the user can act on are logged as one line and exit with status 1.
 package main
