@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -129,4 +130,44 @@ func TestMetricsEndpoint(t *testing.T) {
 	grew(`iowarp_fuse_request_seconds_sum{op="WRITE"}`, 1e-9)
 	grew("iowarp_ipc_requests_total", 1)
 	grew(`iowarp_tier_used_bytes{kind="ram",tier="ram"}`, 1<<20)
+}
+
+// TestMetricsWithoutMount: the runtime without a mount serves the pool's
+// and ipc's metrics (no file layer, no FUSE).
+func TestMetricsWithoutMount(t *testing.T) {
+	dir := t.TempDir()
+	ctl := filepath.Join(dir, "ctl")
+	cfg := filepath.Join(dir, "cte.yaml")
+	yaml := "mount: \"\"\ncontrol_dir: " + ctl + "\nmetrics_listen: 127.0.0.1:0\ntiers:\n  - name: ram\n    kind: ram\n    capacity: 16MiB\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := iowarp("runtime", "start", "--config", cfg)
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { d.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		d.Process.Signal(os.Interrupt)
+		<-exited
+	})
+	var info Info
+	for deadline := time.Now().Add(20 * time.Second); control.Call(control.SocketPath(ctl, ""), "info", &info) != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no runtime after 20s")
+		}
+	}
+	before := scrape(t, info.Metrics)
+	if _, errs, code := cliResult(t, "put", "--control-dir", ctl, "b", "x", cfg); code != 0 {
+		t.Fatalf("put: exit %d\n%s", code, errs)
+	}
+	after := scrape(t, info.Metrics)
+	if after["iowarp_ipc_requests_total"] <= before["iowarp_ipc_requests_total"] ||
+		after[`iowarp_tier_used_bytes{kind="ram",tier="ram"}`] <= 0 || after[`iowarp_tier_capacity_bytes{kind="ram",tier="ram"}`] != 16<<20 {
+		t.Errorf("before %v\nafter %v", before, after)
+	}
+	if _, ok := after[`iowarp_fuse_request_seconds_count{op="WRITE"}`]; ok {
+		t.Errorf("FUSE metrics without a mount")
+	}
 }
