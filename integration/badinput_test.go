@@ -17,6 +17,8 @@ func TestBadInput(t *testing.T) {
 	backing := filepath.Join(dir, "backing")
 	os.Mkdir(mnt, 0o755)
 	os.Mkdir(backing, 0o755)
+	ctl := filepath.Join(dir, "ctl") // 0700: a looser one is fixed with a warning line
+	os.Mkdir(ctl, 0o700)
 
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("mode: writeback\ntiers:\n  - name: ram\n    kind: ram\n    capacity: 12XB\n"), 0o644)
@@ -58,7 +60,7 @@ func TestBadInput(t *testing.T) {
 		{"bad --nvme", []string{"mount", mnt, "--backing", backing, "--nvme", "/x"}, `--nvme: "/x" is not DIR:SIZE`},
 		{"bad --mode", []string{"mount", mnt, "--backing", backing, "--mode", "fast"}, `--mode: "fast" is not one of`},
 		{"backing inside mount", []string{"mount", mnt, "--backing", filepath.Join(mnt, "b")}, "must not contain each other"},
-		{"stat without daemon", []string{"stat", mnt, "--control-dir", dir}, "no iowarp daemon serves this mount"},
+		{"stat without daemon", []string{"stat", mnt, "--control-dir", ctl}, "no iowarp daemon serves this mount"},
 		{"runtime start without config", []string{"runtime", "start"}, "needs --config"},
 	}
 	for _, tc := range cases {

@@ -260,8 +260,7 @@ func (f *file) stager(i int64) bufferpool.Filler {
 		return nil
 	}
 	return func(buf []byte) error {
-		n, err := f.backing.ReadAt(buf, start)
-		f.fs.stats.staged.Add(uint64(n))
+		_, err := f.fs.stageIn(f.backing, buf, start)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("stage in page %d: %w", i, err)
 		}
@@ -320,11 +319,10 @@ func (f *file) readPage(i, po int64, dst []byte) error {
 		// Pool full of dirty pages: serve the read from the backing file
 		// uncached (the page is not resident, so the backing file is current).
 		clear(dst)
-		n, rerr := f.backing.ReadAt(dst, i*f.fs.ps+po)
+		_, rerr := f.fs.stageIn(f.backing, dst, i*f.fs.ps+po)
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			return fmt.Errorf("read page %d: %w", i, rerr)
 		}
-		f.fs.stats.staged.Add(uint64(n))
 		return nil
 	}
 	return err
@@ -787,7 +785,10 @@ func (f *file) writeRangeLocked(buf []byte, start, lo, hi int64) error {
 		return nil
 	}
 	f.fs.limiter.wait(hi - lo)
-	if _, err := f.fs.store.WriteAt(f.backing, buf[lo:hi], start+lo); err != nil {
+	t := time.Now()
+	_, err := f.fs.store.WriteAt(f.backing, buf[lo:hi], start+lo)
+	f.fs.stats.flushLat.Since(t)
+	if err != nil {
 		return err
 	}
 	growTo(&f.backingSize, start+hi)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iowarp/iowarp/bufferpool"
+	"github.com/iowarp/iowarp/internal/hist"
 )
 
 // DefaultPageSize is the page (blob) size of a file.
@@ -67,6 +68,9 @@ type counters struct {
 	dirSyncs                         atomic.Uint64
 	prefetched, prefetchHits         atomic.Uint64
 	prefetchWasted, prefetchedBytes  atomic.Uint64
+	// Latency of each write of the write-back to the backing store, and
+	// of each read of a stage-in from it (demand or read-ahead).
+	flushLat, stageLat hist.Histogram
 }
 
 // New opens the namespace and starts the write-back workers.

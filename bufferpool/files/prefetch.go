@@ -195,8 +195,7 @@ func (f *file) stageAheadLocked(i int64) (n int, ok bool) {
 	bp := fs.getPage()
 	defer fs.putPage(bp)
 	buf := *bp
-	n, err := f.backing.ReadAt(buf, start)
-	fs.stats.staged.Add(uint64(n))
+	n, err := fs.stageIn(f.backing, buf, start)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, false
 	}

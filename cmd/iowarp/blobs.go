@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,28 +14,33 @@ import (
 	"github.com/iowarp/iowarp/internal/units"
 )
 
-// ipcTarget names the daemon the blob commands talk to over ipc.
+// ipcTarget names the daemon the blob commands talk to over ipc: its
+// socket, or the daemon the selector picks.
 type ipcTarget struct {
-	socket, controlDir, mount string
+	socket string
+	sel    selector
 }
 
 func (t *ipcTarget) register(cmd *cobra.Command) {
-	f := cmd.Flags()
-	f.StringVar(&t.socket, "socket", "", "ipc socket of the daemon (env "+client.EnvSocket+")")
-	f.StringVar(&t.controlDir, "control-dir", "", "directory of the daemon's sockets (env "+client.EnvControlDir+")")
-	f.StringVar(&t.mount, "mount", "", "mount point the daemon serves (default /iowarp; env "+client.EnvMount+")")
+	cmd.Flags().StringVar(&t.socket, "socket", "", "ipc socket of the daemon (env "+client.EnvSocket+")")
+	t.sel.register(cmd)
 }
 
+// options names the ipc socket: --socket, else $IOWARP_IPC_SOCKET if
+// neither --mount nor --control-dir is given, else that of the daemon
+// the selector picks.
 func (t *ipcTarget) options() (client.Options, error) {
-	o := client.Options{Socket: t.socket, ControlDir: t.controlDir, Mount: t.mount}
-	if o.Mount != "" {
-		abs, err := filepath.Abs(o.Mount)
-		if err != nil {
-			return o, err
-		}
-		o.Mount = abs
+	if t.socket != "" {
+		return client.Options{Socket: t.socket}, nil
 	}
-	return o, nil
+	if env := os.Getenv(client.EnvSocket); env != "" && t.sel.mount == "" && t.sel.controlDir == "" {
+		return client.Options{Socket: env}, nil
+	}
+	d, err := t.sel.pick("")
+	if err != nil {
+		return client.Options{}, err
+	}
+	return client.Options{Socket: d.IPCSocket()}, nil
 }
 
 func (t *ipcTarget) connect() (*client.Client, error) {

@@ -1,7 +1,8 @@
 // Command iowarp is the one iowarp binary: it mounts the buffered file
 // system (`iowarp mount`, `iowarp runtime start`), stops and inspects a
-// running daemon (`iowarp runtime stop|status`, `iowarp stat`) and prints
-// the default configuration (`iowarp config default`).
+// running daemon (`iowarp runtime stop|status`, `iowarp stat [--watch]`,
+// `iowarp list`; selector.go says how the daemon is found) and prints the
+// default configuration (`iowarp config default`).
 //
 // Errors the user can act on are logged as one line and exit with status 1.
 package main
@@ -67,7 +68,7 @@ buffer pool (RAM, then local NVMe) and writes it back to a backing directory
 	root.SetVersionTemplate(versionLine() + "\n")
 	root.PersistentFlags().CountVarP(&lf.verbose, "verbose", "v", "more logging: -v debug, -vv trace (every FUSE request)")
 	root.PersistentFlags().StringVar(&lf.level, "log-level", "", "log level: error, warn, info, debug, trace (overrides the config's log_level)")
-	root.AddCommand(newMountCmd(lf), newRuntimeCmd(lf), newStatCmd(), newConfigCmd(), newRunCmd())
+	root.AddCommand(newMountCmd(lf), newRuntimeCmd(lf), newStatCmd(), newListCmd(), newConfigCmd(), newRunCmd())
 	root.AddCommand(newVersionCmd(), newDocsCmd())
 	root.AddCommand(newBlobCmds()...)   // put, get, ls, rm, bench over ipc (blobs.go)
 	root.AddCommand(extraCommands()...) // registered from init() (omni.go: describe, export, query, assimilate)

@@ -160,6 +160,7 @@ func TestCommandsParse(t *testing.T) {
 		{"runtime", "stop", "--help"},
 		{"runtime", "status", "--help"},
 		{"stat", "--help"},
+		{"list", "--help"},
 		{"config", "default"},
 	} {
 		root := newRootCmd()

@@ -56,6 +56,7 @@ func (mf *mountFlags) register(cmd *cobra.Command, overrides bool) {
 	f.StringVarP(&mf.config, "config", "c", "", "YAML config file read on top of the embedded default")
 	f.BoolVarP(&mf.daemon, "daemon", "d", false, "detach; return once the mount is ready")
 	f.StringVar(&mf.logFile, "log-file", "", "log here instead of stderr; SIGHUP reopens it (with --daemon the default is next to the control socket)")
+	f.StringVar(&mf.controlDir, "control-dir", "", "directory of the control socket (overrides the config's control_dir; env "+envControlDir+" if neither)")
 	if !overrides {
 		return
 	}
@@ -65,7 +66,6 @@ func (mf *mountFlags) register(cmd *cobra.Command, overrides bool) {
 	f.StringVarP(&mf.mode, "mode", "m", "", "writeback, writethrough or scratch")
 	f.BoolVar(&mf.flushOnClose, "flush-on-close", false, "close(2) waits for the file's write-back")
 	f.BoolVar(&mf.allowOther, "allow-other", false, "let other users use the mount")
-	f.StringVar(&mf.controlDir, "control-dir", "", "directory of the control socket")
 }
 
 func mountMain(cmd *cobra.Command, lf *logFlags, mf *mountFlags, dir string) error {
@@ -159,13 +159,27 @@ func (mf *mountFlags) override(cmd *cobra.Command, cfg *config.Config) error {
 	if set("allow-other") {
 		cfg.AllowOther = mf.allowOther
 	}
-	if set("control-dir") {
-		abs, err := filepath.Abs(mf.controlDir)
-		if err != nil {
-			return err
-		}
-		cfg.ControlDir = abs
+	return mf.overrideControlDir(cmd, cfg)
+}
+
+// overrideControlDir applies --control-dir, or $IOWARP_CONTROL_DIR when
+// neither the flag nor the config names one: the daemon then listens
+// where `iowarp stat` and the others look.
+func (mf *mountFlags) overrideControlDir(cmd *cobra.Command, cfg *config.Config) error {
+	dir := ""
+	switch env := os.Getenv(envControlDir); {
+	case cmd.Flags().Changed("control-dir"):
+		dir = mf.controlDir
+	case cfg.ControlDir == "" && env != "":
+		dir = env
+	default:
+		return nil
 	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	cfg.ControlDir = abs
 	return nil
 }
 
@@ -213,6 +227,9 @@ func newRuntimeCmd(lf *logFlags) *cobra.Command {
 			}
 			cfg, err := config.Load(mf.config)
 			if err != nil {
+				return err
+			}
+			if err := mf.overrideControlDir(cmd, cfg); err != nil {
 				return err
 			}
 			return start(lf, mf, cfg)

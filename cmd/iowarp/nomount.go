@@ -10,6 +10,7 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/internal/metrics"
 	"github.com/iowarp/iowarp/internal/units"
 	"github.com/iowarp/iowarp/runtime/config"
 	"github.com/iowarp/iowarp/runtime/control"
@@ -33,7 +34,14 @@ func serveNoMount(cfg *config.Config, ready *os.File) error {
 	mem := watchPressure(pool)
 	defer mem.Close()
 	info := Info{Pid: os.Getpid(), Version: version, Config: cfg.File, Started: time.Now()}
-	ctl, err := control.Listen(control.SocketPath(cfg.ControlDir, ""), map[string]control.Handler{
+	prom, err := bindMetrics(cfg, &info)
+	if err != nil {
+		return errors.Join(err, pool.Close())
+	}
+	if prom != nil {
+		defer prom.Close()
+	}
+	ctl, err := listenControl(cfg, "", map[string]control.Handler{
 		"stats": func() (any, error) { return files.Stats{Pool: pool.Stats()}, nil },
 		"info":  func() (any, error) { return info, nil },
 	})
@@ -43,6 +51,10 @@ func serveNoMount(cfg *config.Config, ready *os.File) error {
 	ipcd, err := startIPC(cfg, pool, nil)
 	if err != nil {
 		return errors.Join(err, ctl.Close(), pool.Close())
+	}
+	if prom != nil {
+		prom.Serve(metrics.Sources{Pool: pool.Stats, IPC: ipcd.srv.Stats})
+		logrus.Infof("metrics on http://%s/metrics", prom.Addr())
 	}
 	logrus.Infof("runtime without a mount: ipc %s, %s in %d tiers, pid %d", ipcd.srv.Path(),
 		units.FormatSize(cfg.Capacity()), len(cfg.Tiers), os.Getpid())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/iowarp/iowarp/formats/omni"
 	"github.com/iowarp/iowarp/fusefs"
 	"github.com/iowarp/iowarp/internal/host"
+	"github.com/iowarp/iowarp/internal/metrics"
 	"github.com/iowarp/iowarp/internal/mountinfo"
 	"github.com/iowarp/iowarp/internal/sys"
 	"github.com/iowarp/iowarp/internal/units"
@@ -32,6 +34,7 @@ type Info struct {
 	Mode    files.Mode `json:"mode"`
 	Config  string     `json:"config"`
 	Started time.Time  `json:"started"`
+	Metrics string     `json:"metrics,omitempty"` // address of the Prometheus endpoint, if any
 }
 
 // daemon is one running mount and what it owns, in the order it is built
@@ -45,6 +48,8 @@ type daemon struct {
 	ipc  *ipcDaemon   // runtime and client ipc (ipcserve.go)
 	fmts *helper.Pool // format helpers of the /.omni views
 	mem  *host.PressureWatcher
+	prom *metrics.Server        // the Prometheus endpoint (nil: metrics_listen "")
+	reqs *fusefs.RequestMetrics // FUSE request latencies, for prom
 	// stopAt is when the stop began (a signal or an external umount): the
 	// drain's duration is reported from there.
 	stopAt time.Time
@@ -144,10 +149,16 @@ func (d *daemon) open() error {
 	}
 	info := Info{Pid: os.Getpid(), Version: version, Mount: cfg.Mount, Backing: backingName(cfg),
 		Mode: cfg.Mode, Config: cfg.File, Started: time.Now()}
-	sock := control.SocketPath(cfg.ControlDir, cfg.Mount)
-	d.ctl, err = control.Listen(sock, map[string]control.Handler{
+	if d.prom, err = bindMetrics(cfg, &info); err != nil {
+		return err
+	}
+	if d.prom != nil {
+		d.reqs = &fusefs.RequestMetrics{}
+	}
+	d.ctl, err = listenControl(cfg, cfg.Mount, map[string]control.Handler{
 		"stats": func() (any, error) { return d.fsys.Stats(), nil },
 		"info":  func() (any, error) { return info, nil },
+		"top":   func() (any, error) { return d.fsys.TopDirty(topFiles), nil },
 	})
 	if err != nil {
 		return err
@@ -164,11 +175,49 @@ func (d *daemon) open() error {
 		WritebackCache: cfg.WritebackCache,
 		IPCSocket:      d.ipc.srv.Path(),
 		OMNI:           &fusefs.OMNIOptions{Formats: d.fmts, Pool: d.pool, Registry: omni.DefaultRegistryDir()},
+		Metrics:        d.reqs,
 	})
 	if errors.Is(err, syscall.EPERM) && os.Geteuid() != 0 {
 		return fmt.Errorf("%w (iowarp mount needs root)", err)
 	}
+	if err == nil && d.prom != nil {
+		d.prom.Serve(metrics.Sources{Files: d.fsys.Stats, Latencies: d.fsys.Latencies, FUSE: d.reqs.Each,
+			IPC: d.ipc.srv.Stats, Helpers: d.fmts.Stats})
+		logrus.Infof("metrics on http://%s/metrics", d.prom.Addr())
+	}
 	return err
+}
+
+// bindMetrics binds the Prometheus endpoint of metrics_listen (nil if
+// none) and records its address in info.
+func bindMetrics(cfg *config.Config, info *Info) (*metrics.Server, error) {
+	if cfg.MetricsListen == "" {
+		return nil, nil
+	}
+	s, err := metrics.Bind(cfg.MetricsListen)
+	if err != nil {
+		return nil, err
+	}
+	info.Metrics = s.Addr()
+	return s, nil
+}
+
+// topFiles is how many files the control socket's "top" operation lists.
+const topFiles = 20
+
+// listenControl listens on the control socket of mount after checking its
+// directory: a loose one is set to 0700 with a warning, another user's is
+// refused.
+func listenControl(cfg *config.Config, mount string, h map[string]control.Handler) (*control.Server, error) {
+	sock := control.SocketPath(cfg.ControlDir, mount)
+	msg, err := control.SecureDir(filepath.Dir(sock))
+	if msg != "" {
+		logrus.Warn(msg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return control.Listen(sock, h)
 }
 
 // wait returns after a SIGTERM/SIGINT has been handled (drained and
@@ -319,6 +368,9 @@ func (d *daemon) close() error {
 	}
 	if d.ctl != nil {
 		note("close control socket", d.ctl.Close())
+	}
+	if d.prom != nil {
+		note("close metrics endpoint", d.prom.Close())
 	}
 	return first
 }

@@ -2,11 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -14,101 +12,86 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/iowarp/iowarp/bufferpool/files"
 	"github.com/iowarp/iowarp/client"
 	"github.com/iowarp/iowarp/internal/units"
-	"github.com/iowarp/iowarp/runtime/config"
 	"github.com/iowarp/iowarp/runtime/control"
 	"github.com/iowarp/iowarp/runtime/ipc"
 )
 
-// target names a running mount: its directory and the control directory.
-type target struct {
-	controlDir string
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
-func (t *target) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&t.controlDir, "control-dir", os.Getenv("IOWARP_CONTROL_DIR"),
-		"directory of the control socket (default /run/iowarp for root, $XDG_RUNTIME_DIR/iowarp otherwise; env IOWARP_CONTROL_DIR)")
-}
-
-// socket returns the control socket of the mount at dir: args[0], else
-// the default config's mount point, or, if no daemon serves that, the
-// daemon without a mount (returned as dir "").
-func (t *target) socket(args []string) (string, string, error) {
-	dir := config.Default().Mount
-	if len(args) > 0 {
-		dir = args[0]
-	} else if sock := control.SocketPath(t.controlDir, dir); !exists(sock) && exists(control.SocketPath(t.controlDir, "")) {
-		return "", control.SocketPath(t.controlDir, ""), nil
+// pathArg is the positional path of a command, "" if none.
+func pathArg(args []string) string {
+	if len(args) == 0 {
+		return ""
 	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", "", err
-	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = real
-	}
-	return abs, control.SocketPath(t.controlDir, abs), nil
-}
-
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
-}
-
-func (t *target) call(args []string, op string, result any) (string, error) {
-	dir, sock, err := t.socket(args)
-	if err != nil {
-		return "", err
-	}
-	if err := control.Call(sock, op, result); err != nil {
-		if errors.Is(err, control.ErrNoDaemon) {
-			return dir, fmt.Errorf("%s: %w (is it mounted? is --control-dir right?)", dir, err)
-		}
-		return dir, err
-	}
-	return dir, nil
-}
-
-// info asks the daemon of args (as in call) who it is.
-func (t *target) info(args []string) (Info, string, error) {
-	var info Info
-	dir, err := t.call(args, "info", &info)
-	return info, dir, err
+	return args[0]
 }
 
 func newStatCmd() *cobra.Command {
-	var t target
+	var s selector
 	var asJSON bool
+	var watch string
+	var count int
 	cmd := &cobra.Command{
-		Use:   "stat [DIR]",
-		Short: "Show per-tier capacity, use, dirty bytes, hits and misses of a running mount",
-		Args:  cobra.MaximumNArgs(1),
+		Use:   "stat [PATH] [--watch [INTERVAL]]",
+		Short: "Show per-tier capacity, use, dirty bytes, hits and misses of a running mount (the one holding PATH); --watch refreshes",
+		Args:  cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("watch") {
+				return watchMain(&s, args, watch, count)
+			}
+			if len(args) > 1 {
+				return fmt.Errorf("stat takes one path (an interval only with --watch)")
+			}
+			d, err := s.pick(pathArg(args))
+			if err != nil {
+				return err
+			}
 			if asJSON {
 				var raw json.RawMessage
-				if _, err := t.call(args, "stats", &raw); err != nil {
+				if err := control.Call(d.Socket, "stats", &raw); err != nil {
 					return err
 				}
 				_, err := fmt.Fprintf(os.Stdout, "%s\n", raw)
 				return err
 			}
-			info, _, err := t.info(args)
-			if err != nil {
-				return err
-			}
 			var st files.Stats
-			if _, err := t.call(args, "stats", &st); err != nil {
+			if err := control.Call(d.Socket, "stats", &st); err != nil {
 				return err
 			}
-			return printStats(os.Stdout, info, st)
+			return printStats(os.Stdout, d.Info, st)
 		},
 	}
-	t.register(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the raw statistics as JSON")
+	s.register(cmd)
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print the raw statistics as JSON")
+	f.StringVarP(&watch, "watch", "w", "", "refresh every INTERVAL (default 2s; also as an argument: --watch 1): in place on a terminal, as plain blocks otherwise")
+	f.Lookup("watch").NoOptDefVal = defaultWatch.String()
+	f.IntVar(&count, "count", 0, "with --watch: stop after this many refreshes (0 = until interrupted)")
 	return cmd
+}
+
+// watchMain is `stat --watch`.
+func watchMain(s *selector, args []string, flagVal string, count int) error {
+	path, every, err := watchArgs(args, flagVal)
+	if err != nil {
+		return err
+	}
+	d, err := s.pick(path)
+	if err != nil {
+		return err
+	}
+	wt := &watcher{d: d, w: os.Stdout, tty: term.IsTerminal(int(os.Stdout.Fd())), every: every}
+	return wt.run(count)
 }
 
 func printStats(w io.Writer, info Info, st files.Stats) error {
@@ -178,16 +161,17 @@ func printFailing(w io.Writer, st files.Stats) error {
 }
 
 func newStatusCmd() *cobra.Command {
-	var t target
+	var s selector
 	cmd := &cobra.Command{
-		Use:   "status [DIR]",
-		Short: "Say whether a daemon serves DIR (default /iowarp); exit 1 if none",
+		Use:   "status [PATH]",
+		Short: "Say which daemon serves PATH (default: the only one); exit 1 if none",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			info, dir, err := t.info(args)
+			d, err := s.pick(pathArg(args))
 			if err != nil {
 				return err
 			}
+			info := d.Info
 			if info.Mount == "" {
 				fmt.Printf("runtime without a mount: pid %d (iowarp %s, config %q) since %s\n",
 					info.Pid, info.Version, info.Config, info.Started.Format(time.RFC3339))
@@ -195,11 +179,14 @@ func newStatusCmd() *cobra.Command {
 				fmt.Printf("%s: served by pid %d (iowarp %s, %s, backing %s, config %q) since %s\n", info.Mount,
 					info.Pid, info.Version, info.Mode, info.Backing, info.Config, info.Started.Format(time.RFC3339))
 			}
-			printIPCStatus(os.Stdout, ipc.SocketPath(t.controlDir, dir))
+			if info.Metrics != "" {
+				fmt.Printf("metrics: http://%s/metrics\n", info.Metrics)
+			}
+			printIPCStatus(os.Stdout, d.IPCSocket())
 			return nil
 		},
 	}
-	t.register(cmd)
+	s.register(cmd)
 	return cmd
 }
 
@@ -240,17 +227,18 @@ func printIPCStatus(w io.Writer, sock string) {
 }
 
 func newStopCmd() *cobra.Command {
-	var t target
+	var s selector
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "stop [DIR]",
-		Short: "Drain and unmount DIR (default /iowarp): SIGTERM to its daemon, wait for it to exit",
+		Use:   "stop [PATH]",
+		Short: "Drain and unmount the mount holding PATH (default: the only one): SIGTERM to its daemon, wait for it to exit",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			info, dir, err := t.info(args)
+			d, err := s.pick(pathArg(args))
 			if err != nil {
 				return err
 			}
+			info, dir := d.Info, d.Mount
 			if err := syscall.Kill(info.Pid, syscall.SIGTERM); err != nil {
 				return fmt.Errorf("signal daemon pid %d: %w", info.Pid, err)
 			}
@@ -269,7 +257,7 @@ func newStopCmd() *cobra.Command {
 			return nil
 		},
 	}
-	t.register(cmd)
+	s.register(cmd)
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up waiting after this long (0 = wait for the drain)")
 	return cmd
 }

@@ -203,4 +203,3 @@ func writeDarshan(path string, a *ebpf.Aggregator, args []string, start, end tim
 		Start: start, End: end, Nprocs: len(a.Procs)})
 	return errors.Join(err, out.Close())
 }
-

@@ -393,6 +393,11 @@ func TestHelperDeath(t *testing.T) {
 	if n := p.Helpers(); n > 2 {
 		t.Errorf("%d helpers live, pool size 2", n)
 	}
+	// Five helpers killed (four deaths, one cancellation); all but the
+	// last were replaced.
+	if st := p.Stats(); st.Failed != 5 || st.Started < 5 {
+		t.Errorf("stats %+v, want 5 failed and at least 5 started", st)
+	}
 }
 
 // TestConcurrentReads runs reads from many goroutines on two helpers.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,6 +47,11 @@ type Pool struct {
 	cwd     string // empty directory the helpers run in
 	llOnce  sync.Once
 	llErr   error // why Landlock is not available, once
+
+	// Helpers started, and those stopped for a library error (retired)
+	// or killed for a crash, a timeout or a broken reply (failed): each
+	// of those is replaced by a new one at the next request.
+	started, retired, failed atomic.Uint64
 
 	mu sync.Mutex
 	// guarded by mu:
@@ -113,6 +119,18 @@ func (pr *proc) stop() {
 		pr.cmd.Process.Kill()
 		<-done
 	}
+}
+
+// Stats counts the helpers of a pool since New.
+type Stats struct {
+	Started uint64 // helper processes started
+	Retired uint64 // stopped after a library error, replaced at the next request
+	Failed  uint64 // killed: crashed, timed out or broke the protocol
+}
+
+// Stats reads the counters.
+func (p *Pool) Stats() Stats {
+	return Stats{Started: p.started.Load(), Retired: p.retired.Load(), Failed: p.failed.Load()}
 }
 
 // Helpers is the number of running helpers.
@@ -195,6 +213,7 @@ func (p *Pool) put(pr *proc) {
 // state across files (free lists, caches, a half-closed file), and a
 // helper that failed on one file must not serve the next.
 func (p *Pool) retire(pr *proc) {
+	p.retired.Add(1)
 	pr.dead = true
 	go pr.stop()
 }
@@ -226,6 +245,7 @@ func (p *Pool) spawn(a As) (*proc, error) {
 		cmd.Wait()
 		return nil, err
 	}
+	p.started.Add(1)
 	return &proc{cmd: cmd, conn: c.(*net.UnixConn), tail: t, key: a.key()}, nil
 }
 
@@ -326,6 +346,7 @@ func (p *Pool) call(ctx context.Context, req *request, fd *os.File) (*response, 
 
 // fail kills pr and returns the error of the request it was serving.
 func (p *Pool) fail(ctx context.Context, pr *proc, req *request, cause error) error {
+	p.failed.Add(1)
 	pr.dead = true
 	timedOut := errors.Is(cause, os.ErrDeadlineExceeded)
 	pr.cmd.Process.Kill()

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -49,6 +50,7 @@ type Config struct {
 	Passthrough      bool
 	WritebackCache   bool     // the kernel's FUSE writeback cache (fusefs.Options.WritebackCache)
 	ControlDir       string   // "" = control.DefaultDir()
+	MetricsListen    string   // host:port of the Prometheus endpoint; "" = off
 	Modules          []string // module plugins (.so) loaded at start (config_modules.go)
 	OOMScoreAdj      int      // the daemon's oom_score_adj (-1000..1000)
 	// FormatHelperMemory is each format helper's address-space limit in
@@ -299,6 +301,11 @@ func (c *Config) Validate() error {
 	}
 	if c.ControlDir != "" && !filepath.IsAbs(c.ControlDir) {
 		return c.errorf("control_dir", "%q is not an absolute path", c.ControlDir)
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			return c.errorf("metrics_listen", "%q is not HOST:PORT (127.0.0.1:9464, :9464)", c.MetricsListen)
+		}
 	}
 	for i, m := range c.Modules {
 		if !filepath.IsAbs(m) {

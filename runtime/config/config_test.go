@@ -79,6 +79,7 @@ allow_other: true
 passthrough: false
 writeback_cache: true
 control_dir: /run/user/1000/iowarp
+metrics_listen: 127.0.0.1:9464
 modules:
   - /opt/iowarp/modules/compress.so
 `
@@ -111,6 +112,7 @@ modules:
 		{"passthrough", c.Passthrough, false},
 		{"writeback_cache", c.WritebackCache, true},
 		{"control_dir", c.ControlDir, "/run/user/1000/iowarp"},
+		{"metrics_listen", c.MetricsListen, "127.0.0.1:9464"},
 		{"modules", len(c.Modules), 1},
 		{"module", c.Modules[0], "/opt/iowarp/modules/compress.so"},
 	}
@@ -181,7 +183,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad size", "tiers:\n  - name: ram\n    kind: ram\n    capacity: 64MiB\n  - name: nvme\n    kind: file\n    dir: /nvme\n    capacity: 12XB\n",
 			`c.yaml:8: tiers[1].capacity: "12XB" is not a size`},
 		{"unknown key", "mount: /x\nbakcing: /y\n",
-			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, drain_timeout, flush_on_close, flushers, format_helper_memory, log_level, mode, modules, mount, no_space_wait, oom_score_adj, organizer, page_size, passthrough, placement, readahead, scratch_dir, tiers, writeback_cache)`},
+			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, drain_timeout, flush_on_close, flushers, format_helper_memory, log_level, metrics_listen, mode, modules, mount, no_space_wait, oom_score_adj, organizer, page_size, passthrough, placement, readahead, scratch_dir, tiers, writeback_cache)`},
 		{"helper memory too small", "format_helper_memory: 64MiB\n",
 			`c.yaml:1: format_helper_memory: "64MiB": 0 (the default) or at least 1GiB`},
 		{"unknown tier key", "tiers:\n  - name: r\n    kind: ram\n    size: 1G\n",
@@ -236,6 +238,8 @@ func TestParseErrors(t *testing.T) {
 			`c.yaml:2: tiers[0].capacity: a percentage is only allowed for a ram tier`},
 		{"bad percent", "tiers:\n  - {name: r, kind: ram, capacity: 95%}\n",
 			`c.yaml:2: tiers[0].capacity: "95%" is not a percentage of memory between 0 and 80`},
+		{"bad metrics_listen", "metrics_listen: 9464\n",
+			`c.yaml:1: metrics_listen: "9464" is not HOST:PORT (127.0.0.1:9464, :9464)`},
 		{"oom_score_adj range", "oom_score_adj: -2000\n",
 			`c.yaml:1: oom_score_adj: -2000 is not between -1000 and 1000`},
 		{"file tier without dir", "tiers:\n  - name: n\n    kind: file\n    capacity: 1G\n",
@@ -316,7 +320,7 @@ func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
 	for _, k := range []string{"mount:", "backing:", "mode:", "page_size:", "flush_on_close:", "flushers:",
 		"backing_bandwidth:", "no_space_wait:", "scratch_dir:", "tiers:", "high_watermark:", "low_watermark:",
 		"placement:", "organizer:", "interval:", "promote_reads:", "log_level:", "allow_other:",
-		"passthrough:", "writeback_cache:", "control_dir:", "modules:", "format_helper_memory:", "readahead:"} {
+		"passthrough:", "writeback_cache:", "control_dir:", "metrics_listen:", "modules:", "format_helper_memory:", "readahead:"} {
 		if !strings.Contains(y, k) {
 			t.Errorf("default.yaml does not mention %s", k)
 		}
@@ -340,7 +344,7 @@ func FuzzParse(f *testing.F) {
 func TestREADMEShowsDefault(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
-		t.Skip("no README.md next to the module")
+		t.Fatalf("README.md: %v", err)
 	}
 	y := string(DefaultYAML())
 	body := y[strings.Index(y, "# Where the file system"):]

@@ -54,6 +54,7 @@ func (d *decoder) top(n *yaml.Node) error {
 		"passthrough":          d.boolean(&c.Passthrough),
 		"writeback_cache":      d.boolean(&c.WritebackCache),
 		"control_dir":          d.str(&c.ControlDir),
+		"metrics_listen":       d.str(&c.MetricsListen),
 		"modules":              d.modules,
 		"format_helper_memory": d.bytes(&c.FormatHelperMemory),
 		"oom_score_adj":        d.integer(&c.OOMScoreAdj, -1000, 1000),

@@ -1,0 +1,54 @@
+package files
+
+import (
+	"cmp"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/iowarp/iowarp/internal/hist"
+)
+
+// FileDirty is a file and the data of its dirty pages in the pool (not
+// yet on the backing store).
+type FileDirty struct {
+	Path       string `json:"path"`
+	DirtyBytes int64  `json:"dirty_bytes"`
+	Size       int64  `json:"size"`
+}
+
+// TopDirty lists the n files (n > 0) with the most dirty bytes, most
+// first (ties by path); files with none are left out. For `iowarp stat
+// --watch`: it walks the dirty pages of every live file, so it is for a
+// human's refresh rate, not a hot path.
+func (fs *FS) TopDirty(n int) []FileDirty {
+	out := []FileDirty{} // [] in JSON, not null
+	for _, f := range fs.liveFiles() {
+		if d := f.dirtyBytes(); d > 0 {
+			out = append(out, FileDirty{Path: f.displayName(), DirtyBytes: d, Size: f.size.Load()})
+		}
+	}
+	slices.SortFunc(out, func(a, b FileDirty) int {
+		return cmp.Or(cmp.Compare(b.DirtyBytes, a.DirtyBytes), cmp.Compare(a.Path, b.Path))
+	})
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// stageIn reads buf at off of a backing file, counted and timed as a
+// stage-in.
+func (fs *FS) stageIn(f *os.File, buf []byte, off int64) (int, error) {
+	t := time.Now()
+	n, err := f.ReadAt(buf, off)
+	fs.stats.stageLat.Since(t)
+	fs.stats.staged.Add(uint64(n))
+	return n, err
+}
+
+// Latencies are the histograms of the write-back's writes to the backing
+// store and of the stage-ins' reads from it, for the metrics endpoint.
+func (fs *FS) Latencies() (writeBack, stageIn hist.Snapshot) {
+	return fs.stats.flushLat.Snapshot(), fs.stats.stageLat.Snapshot()
+}
