@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -46,6 +47,8 @@ type daemon struct {
 	// stopAt is when the stop began (a signal or an external umount): the
 	// drain's duration is reported from there.
 	stopAt time.Time
+	// endDrain stops the drain's progress (nil: none shown).
+	endDrain func()
 }
 
 // serve checks, mounts, reports readiness on ready (if not nil), serves
@@ -136,10 +139,10 @@ func (d *daemon) open() error {
 	info := Info{Pid: os.Getpid(), Version: version, Mount: cfg.Mount, Backing: backingName(cfg),
 		Mode: cfg.Mode, Config: cfg.File, Started: time.Now()}
 	sock := control.SocketPath(cfg.ControlDir, cfg.Mount)
-	d.ctl, err = control.Listen(sock, map[string]control.Handler{
+	d.ctl, err = control.ListenStreams(sock, map[string]control.Handler{
 		"stats": func() (any, error) { return d.fsys.Stats(), nil },
 		"info":  func() (any, error) { return info, nil },
-	})
+	}, stageStreams(d.fsys))
 	if err != nil {
 		return err
 	}
@@ -171,6 +174,7 @@ func (d *daemon) wait(sigs *signals) {
 	case <-gone:
 		d.stopAt = time.Now()
 		logrus.Infof("%s was unmounted; draining to %s", d.cfg.Mount, backingName(d.cfg))
+		d.showDrain()
 		d.srv = nil
 		return
 	case s := <-sigs.stop:
@@ -183,6 +187,7 @@ func (d *daemon) wait(sigs *signals) {
 				runtime.FormatSize(st.DirtyBytes), backingName(d.cfg), d.cfg.Mount)
 		}
 	}
+	d.showDrain()
 	// Drain while still mounted so that the unmount itself is quick; what
 	// is written in between is drained by Close.
 	if err := d.fsys.Sync(); err != nil {
@@ -194,6 +199,49 @@ func (d *daemon) wait(sigs *signals) {
 		d.fmts.Close()
 	}
 	d.unmount(gone)
+}
+
+// drainEvery is how often the drain's progress looks at the dirty bytes.
+const drainEvery = 250 * time.Millisecond
+
+// showDrain shows the drain's progress from d.stopAt until endDrain: a
+// bar on the daemon's terminal (a foreground `iowarp mount` logging to
+// stderr), else a log line every progressInterval (bytes left, rate, ETA).
+func (d *daemon) showDrain() {
+	if d.fsys == nil || d.fsys.Mode() == files.Scratch {
+		return
+	}
+	var tty io.Writer = io.Discard
+	if sink != nil && sink.Path() == "" && !isDaemonChild() {
+		tty = os.Stderr
+	}
+	total := d.pool.Stats().DirtyBytes
+	p := newLogProgress(tty, "drain", total, func(s string) { logrus.Info(s) })
+	p.start, p.last = d.stopAt, d.stopAt
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(drainEvery)
+		defer t.Stop()
+		var written int64
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			dirty := d.pool.Stats().DirtyBytes
+			written = max(written, total-dirty)
+			total = max(total, written+dirty) // written during the drain
+			p.Update(written, total)
+		}
+	}()
+	d.endDrain = func() {
+		close(stop)
+		<-done
+		p.Update(total, total)
+		p.Finish()
+	}
 }
 
 // stillDraining answers a SIGTERM or SIGINT after the first.
@@ -283,6 +331,9 @@ func (d *daemon) close() error {
 			start = time.Now()
 		}
 		err := d.fsys.Close()
+		if d.endDrain != nil {
+			d.endDrain()
+		}
 		note("drain to "+backingName(d.cfg), err)
 		st := d.fsys.Stats()
 		took := time.Since(start).Round(time.Millisecond)

@@ -258,14 +258,11 @@ func newStopCmd() *cobra.Command {
 			} else {
 				logrus.Infof("stopping pid %d: draining and unmounting %s", info.Pid, dir)
 			}
-			deadline := time.Now().Add(timeout)
-			for syscall.Kill(info.Pid, 0) == nil {
-				if timeout > 0 && time.Now().After(deadline) {
-					return fmt.Errorf("pid %d still draining after %v", info.Pid, timeout)
-				}
-				time.Sleep(100 * time.Millisecond)
+			_, sock, err := t.socket(args)
+			if err != nil {
+				return err
 			}
-			return nil
+			return waitStopped(cmd.ErrOrStderr(), sock, info.Pid, timeout)
 		},
 	}
 	t.register(cmd)
