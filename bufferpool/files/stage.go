@@ -285,25 +285,29 @@ func (fs *FS) StageOut(ctx context.Context, paths []string, drop bool, progress 
 	}
 	s.files.Store(int64(len(targets)))
 	s.bytes.Store(total)
+	flushed0 := fs.stats.flushed.Load()
+	note := func() { s.noteWritten(targets, total, int64(fs.stats.flushed.Load()-flushed0)) }
 	stop := make(chan struct{})
-	go s.reportEvery(progress, func() { s.noteWritten(targets, total) }, stop)
+	go s.reportEvery(progress, note, stop)
 	err := fs.writeBackEach(ctx, targets, drop, &s)
 	close(stop)
-	s.noteWritten(targets, total)
+	note()
 	if err == nil {
 		err = ctx.Err()
 	}
 	return s.report(), err
 }
 
-// noteWritten sets Done to how much of total is no longer dirty (never
-// less than before: new writes meanwhile do not make it go back).
-func (s *stageState) noteWritten(targets []*file, total int64) {
+// noteWritten sets Done to how much of total is no longer dirty, or was
+// written to the backing store (the write-back counts each range as it
+// writes it; pages turn clean only once the file is synced), never less
+// than before: new writes meanwhile do not make it go back.
+func (s *stageState) noteWritten(targets []*file, total, written int64) {
 	var dirty int64
 	for _, f := range targets {
 		dirty += f.dirtyBytes()
 	}
-	done := max(0, total-dirty)
+	done := max(0, total-dirty, min(written, total))
 	for {
 		old := s.done.Load()
 		if done <= old || s.done.CompareAndSwap(old, done) {

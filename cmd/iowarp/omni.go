@@ -223,6 +223,7 @@ func totalBytes(ds *omni.Dataset) int64 {
 func newBar(total int64, desc string, w io.Writer) *progressbar.ProgressBar {
 	return progressbar.NewOptions64(total,
 		progressbar.OptionSetWriter(w), progressbar.OptionShowBytes(true), progressbar.OptionUseIECUnits(true),
+		progressbar.OptionShowCount(),
 		progressbar.OptionSetDescription(desc), progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionClearOnFinish(), progressbar.OptionSetVisibility(isTerminal(w)))
 }

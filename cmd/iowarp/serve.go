@@ -215,31 +215,28 @@ func (d *daemon) showDrain() {
 	if sink != nil && sink.Path() == "" && !isDaemonChild() {
 		tty = os.Stderr
 	}
-	total := d.pool.Stats().DirtyBytes
-	p := newLogProgress(tty, "drain", total, func(s string) { logrus.Info(s) })
+	st := d.fsys.Stats()
+	p := newLogProgress(tty, "drain", st.DirtyBytes, func(s string) { logrus.Info(s) })
 	p.start, p.last = d.stopAt, d.stopAt
+	w := newDrainWatch(st)
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		t := time.NewTicker(drainEvery)
 		defer t.Stop()
-		var written int64
 		for {
 			select {
 			case <-stop:
 				return
 			case <-t.C:
 			}
-			dirty := d.pool.Stats().DirtyBytes
-			written = max(written, total-dirty)
-			total = max(total, written+dirty) // written during the drain
-			p.Update(written, total)
+			p.Update(w.next(d.fsys.Stats()))
 		}
 	}()
 	d.endDrain = func() {
 		close(stop)
 		<-done
-		p.Update(total, total)
+		p.Update(w.total, w.total)
 		p.Finish()
 	}
 }
