@@ -379,7 +379,11 @@ func (fs *FS) writeBackEach(ctx context.Context, targets []*file, drop bool, s *
 
 // Evict drops the clean pages of the files at or below paths (none: every
 // file) from the pool; dirty pages stay (DirtyLeft) until written back.
+// Scratch mode has nothing to evict to (ErrScratch).
 func (fs *FS) Evict(ctx context.Context, paths []string) (StageReport, error) {
+	if fs.scratch {
+		return StageReport{}, ErrScratch // its pages are the only copy
+	}
 	var s stageState
 	targets := fs.liveUnder(ctx, paths, &s)
 	s.files.Store(int64(len(targets)))

@@ -167,4 +167,7 @@ func TestStageScratch(t *testing.T) {
 	if _, err := fs.StageIn(context.Background(), nil, 0, nil); !errors.Is(err, ErrScratch) {
 		t.Errorf("stage-in in scratch mode: %v", err)
 	}
+	if _, err := fs.Evict(context.Background(), nil); !errors.Is(err, ErrScratch) {
+		t.Errorf("evict in scratch mode: %v", err)
+	}
 }
