@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,5 +30,19 @@ func TestProgressLines(t *testing.T) {
 	}
 	if strings.Contains(buf.String(), "\r") {
 		t.Errorf("a bar off a terminal: %q", buf.String())
+	}
+}
+
+func TestReadList(t *testing.T) {
+	p := t.TempDir() + "/list"
+	if err := os.WriteFile(p, []byte("# inputs\n/iowarp/a\n\n  /iowarp/b c  \nrel/d\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readList(p)
+	if err != nil || !slices.Equal(got, []string{"/iowarp/a", "/iowarp/b c", "rel/d"}) {
+		t.Errorf("readList = %q, %v", got, err)
+	}
+	if _, err := readList(p + ".missing"); err == nil {
+		t.Errorf("a missing list read without an error")
 	}
 }

@@ -39,6 +39,7 @@ func (f *stageFlags) resolve(paths []string) (sock string, rels []string, err er
 		if abs[i], err = filepath.Abs(p); err != nil {
 			return "", nil, err
 		}
+		abs[i] = realPath(abs[i]) // a path through a symlink to the mount
 	}
 	mnt, sock, err := f.mountOf(abs)
 	if err != nil {
