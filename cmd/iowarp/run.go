@@ -76,6 +76,12 @@ func runShim(args, paths []string, lib string) error {
 	}
 	env := os.Environ()
 	env = setEnv(env, "LD_PRELOAD", joinNonEmpty(" ", so, os.Getenv("LD_PRELOAD")))
+	if r := os.Getenv("IOWARP_REPORT"); r != "" && r != "0" && r != "1" && !filepath.IsAbs(r) {
+		// Every process appends to the same file, wherever it chdirs.
+		if abs, err := filepath.Abs(r); err == nil {
+			env = setEnv(env, "IOWARP_REPORT", abs)
+		}
+	}
 	if len(paths) > 0 {
 		for _, p := range paths {
 			if from, to, ok := strings.Cut(p, "="); !ok || !filepath.IsAbs(from) || !filepath.IsAbs(to) {
