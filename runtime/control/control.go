@@ -48,7 +48,9 @@ import (
 
 const (
 	maxConns   = 8
-	maxRequest = 4096
+	// maxRequest bounds a request line: a stage-in of a job's input
+	// list carries its paths.
+	maxRequest = 1 << 20
 	// CallTimeout bounds a whole exchange on the client side (connect,
 	// request, answer).
 	CallTimeout = 5 * time.Second

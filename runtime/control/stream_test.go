@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -65,6 +66,10 @@ func TestStream(t *testing.T) {
 	}
 	if err := Stream(srv.Path(), "fail", nil, nil, nil); err == nil || err.Error() != "daemon: no backing" {
 		t.Errorf("fail: %v", err)
+	}
+	// Arguments far larger than an ordinary request (a job's input list).
+	if err := Stream(srv.Path(), "count", map[string]any{"n": 1, "pad": strings.Repeat("p", 200<<10)}, nil, &got); err != nil || got.N != 10 {
+		t.Errorf("count with 200 KiB of arguments: %+v, %v", got, err)
 	}
 	// The client goes away after the first progress line.
 	c, err := net.Dial("unix", srv.Path())
