@@ -47,7 +47,7 @@ import (
 )
 
 const (
-	maxConns   = 8
+	maxConns = 8
 	// maxRequest bounds a request line: a stage-in of a job's input
 	// list carries its paths.
 	maxRequest = 1 << 20
