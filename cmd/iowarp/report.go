@@ -72,6 +72,9 @@ func printReportJSON(w io.Writer, s *report.Summary) error {
 func printReport(w io.Writer, s *report.Summary, top int) error {
 	t := &s.Files
 	files := s.FileList(nil)
+	if len(files) == 0 {
+		t = processTotals(s.Processes) // reports of IOWARP_REPORT=1, or of an older shim
+	}
 	withIO := 0
 	for _, p := range s.Processes {
 		if p.Opens > 0 || p.Calls > 0 {
@@ -84,8 +87,9 @@ func printReport(w io.Writer, s *report.Summary, top int) error {
 		fmt.Fprintf(w, "(%d lines skipped: not report lines, or cut short)\n", s.Skipped)
 	}
 	if len(files) == 0 {
-		_, err := fmt.Fprintln(w, "no per-file lines (IOWARP_REPORT=1 prints only the process lines; set it to a file)")
-		return err
+		fmt.Fprintln(w, "no per-file lines (IOWARP_REPORT=1 prints only the process lines; set it to a file)")
+		printPaths(w, t)
+		return nil
 	}
 	fmt.Fprintln(w)
 	printPaths(w, t)
@@ -95,6 +99,15 @@ func printReport(w io.Writer, s *report.Summary, top int) error {
 	printFiles(w, s.FileList(report.ByTime), top)
 	fmt.Fprintln(w, "\naccess sizes:")
 	return printSizes(w, t)
+}
+
+// processTotals sums the process lines.
+func processTotals(ps []report.Process) *report.Counters {
+	var t report.Counters
+	for _, p := range ps {
+		t.Add(&p.Counters)
+	}
+	return &t
 }
 
 // printPaths is how much each path carried, by direction.

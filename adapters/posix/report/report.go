@@ -51,7 +51,8 @@ func (c *Counters) Bytes() uint64 { return c.Read() + c.Written() }
 // Ns is the time spent in calls.
 func (c *Counters) Ns() uint64 { return c.ReadNs + c.WriteNs + c.MetaNs }
 
-func (c *Counters) add(o *Counters) {
+// Add adds o to c (the largest accesses are the larger of both).
+func (c *Counters) Add(o *Counters) {
 	c.Opens += o.Opens
 	c.Calls += o.Calls
 	c.FastRead += o.FastRead
@@ -139,8 +140,8 @@ func (s *Summary) addFile(f File) {
 		s.files[f.Path] = g
 	}
 	g.Procs++
-	g.add(&f.Counters)
-	s.Files.add(&f.Counters)
+	g.Add(&f.Counters)
+	s.Files.Add(&f.Counters)
 }
 
 // FileList returns the files, sorted by less (nil: by path).
