@@ -171,3 +171,40 @@ func TestStageScratch(t *testing.T) {
 		t.Errorf("evict in scratch mode: %v", err)
 	}
 }
+
+// TestStageInRacingWrites: writes during a stage-in of the same file win;
+// the pages nobody wrote hold the backing file's bytes.
+func TestStageInRacingWrites(t *testing.T) {
+	fs := newTestFS(t, Writeback, 256*testPage, 64*testPage, noReadahead)
+	const pages = 64
+	old := writeBacking(t, fs, "f", pages*testPage)
+	h := mustOpen(t, fs, "f", os.O_RDWR)
+	defer h.Release()
+	newPage := bytes.Repeat([]byte{0xee}, testPage)
+	done := make(chan error, 1)
+	go func() {
+		for i := pages - 1; i >= 0; i -= 2 { // every other page, from the end
+			if _, err := h.WriteAt(newPage, int64(i)*testPage); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	if _, err := fs.StageIn(context.Background(), []string{"f"}, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, h)
+	for i := range pages {
+		want := old[i*testPage : (i+1)*testPage]
+		if (pages-1-i)%2 == 0 {
+			want = newPage
+		}
+		if !bytes.Equal(got[i*testPage:(i+1)*testPage], want) {
+			t.Fatalf("page %d: not what was written (or staged)", i)
+		}
+	}
+}
