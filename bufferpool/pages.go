@@ -327,6 +327,21 @@ func (b *Bucket) DeletePage(i int64) {
 	}
 }
 
+// EvictClean drops every clean page of the bucket that no one is using
+// (a page being read or written, or a dirty one, stays) and returns the
+// bytes freed: their data is on the backing store, and the next read
+// stages them in again. It is `iowarp evict`.
+func (b *Bucket) EvictClean() (freed int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, bl := range b.pages {
+		if t := bl.tier; t >= 0 {
+			freed += b.evictOneLocked(bl, t)
+		}
+	}
+	return freed
+}
+
 // pageCount is ceil(size/PageSize).
 func (b *Bucket) pageCount(size int64) int64 {
 	return (size + b.pageSize - 1) / b.pageSize

@@ -280,3 +280,46 @@ func TestInstallPage(t *testing.T) {
 	}
 	checkAccounting(t, p)
 }
+
+// TestEvictClean: the clean pages go, with their tier use; a dirty page
+// stays, and so does its data.
+func TestEvictClean(t *testing.T) {
+	p := testPool(t, 1<<20, 1<<20)
+	b := mustBucket(t, p, "f", ps)
+	for i := range int64(3) {
+		if ok, err := b.InstallPage(i, fill(ps, byte(i))); !ok || err != nil {
+			t.Fatalf("install page %d = %v, %v", i, ok, err)
+		}
+	}
+	cur := fill(ps, 7)
+	if _, err := b.WritePage(3, 0, cur, nil); err != nil {
+		t.Fatal(err)
+	}
+	used := func() (n int64) {
+		for _, ts := range p.Stats().Tiers {
+			n += ts.Used
+		}
+		return n
+	}
+	before := used()
+	if freed := b.EvictClean(); freed != 3*ps {
+		t.Fatalf("freed %d bytes, want %d", freed, 3*ps)
+	}
+	if after := used(); after != before-3*ps {
+		t.Fatalf("tier use %d after evicting, want %d", after, before-3*ps)
+	}
+	for i := range int64(3) {
+		if b.HasPage(i) {
+			t.Errorf("clean page %d still resident", i)
+		}
+	}
+	buf := make([]byte, ps)
+	if found, err := b.ReadPage(3, 0, buf, nil); !found || err != nil {
+		t.Fatalf("dirty page: found %v, %v", found, err)
+	}
+	wantBytes(t, buf, cur)
+	if freed := b.EvictClean(); freed != 0 {
+		t.Errorf("second evict freed %d", freed)
+	}
+	checkAccounting(t, p)
+}

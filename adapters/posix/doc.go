@@ -137,6 +137,9 @@
 // the interposers see. IOWARP_PATHS="/from=/to:..." rewrites path
 // arguments of the open, stat, access, mkdir, unlink, rename and opendir
 // families. IOWARP_REPORT=1 (or a file to append to) prints one line per
-// process at exit: calls on our fds and the bytes each path carried.
+// process at exit: calls on our fds and the bytes each path carried; to a
+// file, also one line per file with its calls, bytes by path, time in
+// calls and access sizes (report.c; adapters/posix/report reads them for
+// `iowarp report`).
 // IOWARP_STRICT=1 turns a failed handshake on an iowarp fd into EIO.
 package main

@@ -62,6 +62,7 @@ struct iow_ofd *iow_ofd_new(int flags, const struct iow_cap *cap)
 		return NULL;
 	o->flags = flags;
 	o->gohandle = 0;
+	o->rep = NULL;
 	o->next_free = NULL;
 	if (cap)
 		memcpy(&o->cap, cap, sizeof(*cap));
@@ -70,7 +71,8 @@ struct iow_ofd *iow_ofd_new(int flags, const struct iow_cap *cap)
 }
 
 
-void iow_ofd_put(struct iow_ofd *o)
+/* ofd_unref drops a ref that no call holds (a slot's). */
+static void ofd_unref(struct iow_ofd *o)
 {
 	if (__atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
@@ -79,6 +81,13 @@ void iow_ofd_put(struct iow_ofd *o)
 	o->next_free = free_list;
 	free_list = o;
 	pthread_mutex_unlock(&free_mu);
+}
+
+void iow_ofd_put(struct iow_ofd *o)
+{
+	if (iow_report_files)
+		iow_rep_leave(o);
+	ofd_unref(o);
 }
 
 /* tryget takes a ref unless o is free (refs 0). */
@@ -92,7 +101,9 @@ static int tryget(struct iow_ofd *o)
 	return 0;
 }
 
-struct iow_ofd *iow_ofd_get(int fd)
+/* ofd_ref is iow_ofd_get without the report's bookkeeping: for a ref
+ * that outlives the call (a new slot's). */
+static struct iow_ofd *ofd_ref(int fd)
 {
 	if ((unsigned)fd >= (unsigned)iow_tabsz)
 		return NULL;
@@ -104,21 +115,31 @@ struct iow_ofd *iow_ofd_get(int fd)
 			/* A recycled ofd now in this very slot is the right one. */
 			if (__atomic_load_n(&iow_tab[fd], __ATOMIC_ACQUIRE) == o)
 				return o;
-			iow_ofd_put(o);
+			ofd_unref(o);
 		}
 	}
+}
+
+struct iow_ofd *iow_ofd_get(int fd)
+{
+	struct iow_ofd *o = ofd_ref(fd);
+	if (o && iow_report_files)
+		iow_rep_enter(o);
+	return o;
 }
 
 void iow_slot_set(int fd, struct iow_ofd *o)
 {
 	if ((unsigned)fd >= (unsigned)iow_tabsz) {
 		if (o)
-			iow_ofd_put(o);
+			ofd_unref(o);
 		return;
 	}
+	if (o && iow_report_files)
+		iow_rep_attach(o, fd);
 	struct iow_ofd *old = __atomic_exchange_n(&iow_tab[fd], o, __ATOMIC_ACQ_REL);
 	if (old)
-		iow_ofd_put(old);
+		ofd_unref(old);
 }
 
 void iow_slot_clear(int fd)
@@ -129,7 +150,7 @@ void iow_slot_clear(int fd)
 
 void iow_slot_dup(int oldfd, int newfd)
 {
-	struct iow_ofd *o = iow_ofd_get(oldfd); /* the new slot's ref */
+	struct iow_ofd *o = ofd_ref(oldfd); /* the new slot's ref */
 	if (o || iow_maybe_ours(newfd))
 		iow_slot_set(newfd, o);
 }

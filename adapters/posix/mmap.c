@@ -225,6 +225,8 @@ static void *map_file(void *(*real)(void *, size_t, int, int, int, off_t), void 
 	void *p = real(addr, len, prot, flags, fd, off);
 	int e = errno;
 	if (p != MAP_FAILED) {
+		if (iow_report_files)
+			iow_rep_leave(o); /* the call ends; its ref lives on in the map */
 		track(o, p, len, shared, counted); /* takes our ref */
 	} else {
 		if (counted)

@@ -32,6 +32,7 @@ struct iow_ofd {
 	int flags;          /* O_ACCMODE | O_APPEND of the description */
 	struct iow_cap cap;
 	uintptr_t gohandle; /* Go-side attachment (fast path); 0 = none */
+	struct iow_frec *rep; /* report.c: the file's IOWARP_REPORT record; NULL = none */
 	struct iow_ofd *next_free;
 };
 
@@ -105,12 +106,27 @@ extern int iow_paths_active;
 /* report.c */
 struct iow_counters {
 	unsigned long calls, opens, handshake_fail, stdio_streams, mpi_calls;
-	unsigned long fast_read, fast_write, kernel_read, kernel_write;
 	unsigned long fast_hits, fast_misses;
-	unsigned long ipc_read, ipc_write; /* bytes of misses carried by runtime/ipc */
+	/* bytes, reads then writes (report.c relies on the order) */
+	unsigned long fast_read, kernel_read, ipc_read;
+	unsigned long fast_write, kernel_write, ipc_write; /* ipc: misses carried by runtime/ipc */
 };
 extern struct iow_counters iow_cnt;
-#define IOW_ADD(field, v) __atomic_fetch_add(&iow_cnt.field, (unsigned long)(v), __ATOMIC_RELAXED)
+/* iow_report_files: IOWARP_REPORT names a file, which gets a line per
+ * file too: counters are also added to the record of the file of the
+ * thread's current call (iow_rep_add), and each call on one of our ofds
+ * (iow_ofd_get to iow_ofd_put) is timed. */
+extern int iow_report_files;
+void iow_rep_add(size_t field, unsigned long v);
+void iow_rep_enter(struct iow_ofd *o);  /* iow_ofd_get found o */
+void iow_rep_leave(struct iow_ofd *o);  /* iow_ofd_put of o */
+void iow_rep_attach(struct iow_ofd *o, int fd); /* o was put in fd's slot */
+#define IOW_ADD(field, v)                                                                     \
+	do {                                                                                  \
+		__atomic_fetch_add(&iow_cnt.field, (unsigned long)(v), __ATOMIC_RELAXED);     \
+		if (__builtin_expect(iow_report_files, 0))                                    \
+			iow_rep_add(offsetof(struct iow_counters, field), (unsigned long)(v)); \
+	} while (0)
 void iow_report_init(void);
 void iow_warn_once(int which, const char *msg);
 

@@ -105,6 +105,16 @@
 // backing file's size and mtime with what this node last saw and drops
 // its cached pages if they differ.
 //
+// # Stage-in, stage-out, evict
+//
+// StageIn, StageOut and Evict (stage.go) are what a job script asks for
+// around its run. StageIn reads pages from the backing file as the
+// read-ahead does and installs them clean only where absent, so a racing
+// write wins; it never evicts to make room and stops once no tier has
+// room. StageOut is a write-back and fsync of the files named (all live
+// files by default), optionally followed by EvictClean. Evict drops clean
+// pages only: a dirty page is never dropped.
+//
 // # Locks
 //
 // Lock order: file.backingMu → file.mu → FS.mu → (pool locks). FS.mu guards

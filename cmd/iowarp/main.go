@@ -71,6 +71,8 @@ buffer pool (RAM, then local NVMe) and writes it back to a backing directory
 	root.AddCommand(newMountCmd(lf), newRuntimeCmd(lf), newStatCmd(), newListCmd(), newConfigCmd(), newRunCmd())
 	root.AddCommand(newVersionCmd(), newDocsCmd())
 	root.AddCommand(newBlobCmds()...)   // put, get, ls, rm, bench over ipc (blobs.go)
+	root.AddCommand(stageCommands()...) // stage-in, stage-out (drain), evict (stage.go)
+	root.AddCommand(newReportCmd())     // report.go
 	root.AddCommand(extraCommands()...) // registered from init() (omni.go: describe, export, query, assimilate)
 	return root
 }

@@ -44,7 +44,7 @@ func serveNoMount(cfg *config.Config, ready *os.File) error {
 	ctl, err := listenControl(cfg, "", map[string]control.Handler{
 		"stats": func() (any, error) { return files.Stats{Pool: pool.Stats()}, nil },
 		"info":  func() (any, error) { return info, nil },
-	})
+	}, nil)
 	if err != nil {
 		return errors.Join(err, pool.Close())
 	}

@@ -201,10 +201,10 @@ func runExport(ctx context.Context, of *omniFlags, arg, out, format string, prog
 		return err
 	}
 	defer p.Close()
-	bar := newBar(totalBytes(ds), "export "+filepath.Base(out), progress)
+	bar := newProgress(progress, "export "+filepath.Base(out), totalBytes(ds))
 	read := func(v *omni.Variable) ([]byte, error) {
 		b, err := p.ReadAll(ctx, src, v)
-		bar.Add64(int64(len(b)))
+		bar.Add(int64(len(b)))
 		return b, err
 	}
 	if err := drv.Write(out, ds, read); err != nil {
@@ -225,7 +225,8 @@ func totalBytes(ds *omni.Dataset) int64 {
 
 func newBar(total int64, desc string, w io.Writer) *progressbar.ProgressBar {
 	return progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(w), progressbar.OptionShowBytes(true),
+		progressbar.OptionSetWriter(w), progressbar.OptionShowBytes(true), progressbar.OptionUseIECUnits(true),
+		progressbar.OptionShowCount(),
 		progressbar.OptionSetDescription(desc), progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionClearOnFinish(), progressbar.OptionSetVisibility(isTerminal(w)))
 }
@@ -479,13 +480,13 @@ func assimilateOne(ctx context.Context, p *helper.Pool, reg omni.Registry, t omn
 		e.Bytes += v.Len() * int64(v.DType.Size())
 	}
 	if eager {
-		bar := newBar(totalBytes(ds), "assimilate "+name, progress)
+		bar := newProgress(progress, "assimilate "+name, totalBytes(ds))
 		for _, v := range ds.Variables() {
 			b, err := p.ReadAll(ctx, src, v)
 			if err != nil {
 				return fmt.Errorf("assimilate %s: %w", src, err)
 			}
-			bar.Add64(int64(len(b)))
+			bar.Add(int64(len(b)))
 		}
 		bar.Finish()
 	}

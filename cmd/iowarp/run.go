@@ -18,7 +18,8 @@ const shimLib = "libiowarp.so"
 
 func newRunCmd() *cobra.Command {
 	var paths []string
-	var lib string
+	var lib, stageList string
+	var sf stageFlags
 	cmd := &cobra.Command{
 		Use:   "run [--paths FROM=TO ...] -- CMD [ARGS...]",
 		Short: "Run a program with the LD_PRELOAD shim (libiowarp.so)",
@@ -28,14 +29,30 @@ or IOWARP_PATHS) redirects absolute paths under FROM into TO, so codes with
 hard-coded paths are buffered too. IOWARP_REPORT=1 prints, at the exit of each
 process, the calls intercepted and the bytes each path carried. With no iowarp
 mount on this node the program runs on the kernel path after one warning
-(IOWARP_STRICT=1 makes that an error).`,
+(IOWARP_STRICT=1 makes that an error). --stage-in LIST first stages in the
+paths listed in LIST (one a line, as iowarp stage-in --list), with progress on
+stderr, and runs CMD once they are in the pool (a failure stops before CMD).`,
 		Example: `  iowarp run -- ./app input.h5
-  iowarp run --paths /lustre/proj=/iowarp/proj -- mpirun -np 4 ./sim`,
+  iowarp run --paths /lustre/proj=/iowarp/proj -- mpirun -np 4 ./sim
+  iowarp run --stage-in inputs.list -- ./sim`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if stageList != "" {
+				list, err := readList(stageList)
+				if err != nil {
+					return err
+				}
+				if len(list) > 0 {
+					if err := stageIn(cmd.ErrOrStderr(), cmd.ErrOrStderr(), &sf, list); err != nil {
+						return err
+					}
+				}
+			}
 			return runShim(args, paths, lib)
 		},
 	}
+	sf.register(cmd)
+	cmd.Flags().StringVar(&stageList, "stage-in", "", "stage in the paths listed in FILE (one a line) before running CMD")
 	cmd.Flags().StringArrayVar(&paths, "paths", nil, "redirect FROM=TO (absolute paths; repeatable)")
 	cmd.Flags().StringVar(&lib, "lib", "", "the shim library (default: $IOWARP_LIB, or "+shimLib+" next to this binary or in ../lib/iowarp/)")
 	return cmd
@@ -58,6 +75,12 @@ func runShim(args, paths []string, lib string) error {
 	}
 	env := os.Environ()
 	env = setEnv(env, "LD_PRELOAD", joinNonEmpty(" ", so, os.Getenv("LD_PRELOAD")))
+	if r := os.Getenv("IOWARP_REPORT"); r != "" && r != "0" && r != "1" && !filepath.IsAbs(r) {
+		// Every process appends to the same file, wherever it chdirs.
+		if abs, err := filepath.Abs(r); err == nil {
+			env = setEnv(env, "IOWARP_REPORT", abs)
+		}
+	}
 	if len(paths) > 0 {
 		for _, p := range paths {
 			if from, to, ok := strings.Cut(p, "="); !ok || !filepath.IsAbs(from) || !filepath.IsAbs(to) {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -54,6 +55,8 @@ type daemon struct {
 	// drain's duration is reported from there.
 	stopAt time.Time
 	drain  *drainStatus // systemd's view of the drain (notify.go)
+	// endDrain stops the drain's progress (nil: none shown).
+	endDrain func()
 }
 
 // serve checks, mounts, reports readiness on ready (if not nil), serves
@@ -159,7 +162,7 @@ func (d *daemon) open() error {
 		"stats": func() (any, error) { return d.fsys.Stats(), nil },
 		"info":  func() (any, error) { return info, nil },
 		"top":   func() (any, error) { return d.fsys.TopDirty(topFiles), nil },
-	})
+	}, stageStreams(d.fsys))
 	if err != nil {
 		return err
 	}
@@ -208,7 +211,8 @@ const topFiles = 20
 // listenControl listens on the control socket of mount after checking its
 // directory: a loose one is set to 0700 with a warning, another user's is
 // refused.
-func listenControl(cfg *config.Config, mount string, h map[string]control.Handler) (*control.Server, error) {
+func listenControl(cfg *config.Config, mount string, h map[string]control.Handler,
+	streams map[string]control.StreamHandler) (*control.Server, error) {
 	sock := control.SocketPath(cfg.ControlDir, mount)
 	msg, err := control.SecureDir(filepath.Dir(sock))
 	if msg != "" {
@@ -217,7 +221,7 @@ func listenControl(cfg *config.Config, mount string, h map[string]control.Handle
 	if err != nil {
 		return nil, err
 	}
-	return control.Listen(sock, h)
+	return control.ListenStreams(sock, h, streams)
 }
 
 // wait returns after a SIGTERM/SIGINT has been handled (drained and
@@ -229,6 +233,7 @@ func (d *daemon) wait(sigs *signals) {
 	case <-gone:
 		d.beginStop()
 		logrus.Infof("%s was unmounted; draining to %s", d.cfg.Mount, backingName(d.cfg))
+		d.showDrain()
 		d.srv = nil
 		return
 	case s := <-sigs.stop:
@@ -241,6 +246,7 @@ func (d *daemon) wait(sigs *signals) {
 				units.FormatSize(st.DirtyBytes), backingName(d.cfg), d.cfg.Mount)
 		}
 	}
+	d.showDrain()
 	// Drain while still mounted so that the unmount itself is quick; what
 	// is written in between is drained by Close.
 	if err := d.fsys.Sync(); err != nil {
@@ -258,6 +264,46 @@ func (d *daemon) wait(sigs *signals) {
 func (d *daemon) beginStop() {
 	d.stopAt = time.Now()
 	d.drain = startDrainStatus(d.fsys.Stats, backingName(d.cfg))
+}
+
+// drainEvery is how often the drain's progress looks at the dirty bytes.
+const drainEvery = 250 * time.Millisecond
+
+// showDrain shows the drain's progress from d.stopAt until endDrain: a
+// bar on the daemon's terminal (a foreground `iowarp mount` logging to
+// stderr), else a log line every progressInterval (bytes left, rate, ETA).
+func (d *daemon) showDrain() {
+	if d.fsys == nil || d.fsys.Mode() == files.Scratch {
+		return
+	}
+	var tty io.Writer = io.Discard
+	if sink != nil && sink.Path() == "" && !isDaemonChild() {
+		tty = os.Stderr
+	}
+	st := d.fsys.Stats()
+	p := newLogProgress(tty, "drain", st.DirtyBytes, func(s string) { logrus.Info(s) })
+	p.start, p.last = d.stopAt, d.stopAt
+	w := newDrainWatch(st)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(drainEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			p.Update(w.next(d.fsys.Stats()))
+		}
+	}()
+	d.endDrain = func() {
+		close(stop)
+		<-done
+		p.Update(w.total, w.total)
+		p.Finish()
+	}
 }
 
 // stillDraining answers a SIGTERM or SIGINT after the first.
@@ -347,6 +393,9 @@ func (d *daemon) close() error {
 			start = time.Now()
 		}
 		err := d.fsys.Close()
+		if d.endDrain != nil {
+			d.endDrain()
+		}
 		note("drain to "+backingName(d.cfg), err)
 		st := d.fsys.Stats()
 		took := time.Since(start).Round(time.Millisecond)

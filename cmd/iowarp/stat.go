@@ -247,14 +247,7 @@ func newStopCmd() *cobra.Command {
 			} else {
 				logrus.Infof("stopping pid %d: draining and unmounting %s", info.Pid, dir)
 			}
-			deadline := time.Now().Add(timeout)
-			for syscall.Kill(info.Pid, 0) == nil {
-				if timeout > 0 && time.Now().After(deadline) {
-					return fmt.Errorf("pid %d still draining after %v", info.Pid, timeout)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			return nil
+			return waitStopped(cmd.ErrOrStderr(), d.Socket, info.Pid, timeout)
 		},
 	}
 	s.register(cmd)

@@ -9,10 +9,14 @@
 // peer's credentials (SO_PEERCRED): only its own user and root are
 // answered.
 //
-// The protocol is one JSON request line, {"op":"stats"}, answered by one
+// The protocol is one JSON request line, {"op":"stats"} (with its
+// arguments in "args" when the operation takes some), answered by one
 // JSON line, {"result":...} or {"error":"..."}; then the server closes the
-// connection. A Server is safe for concurrent use; it handles at most
-// maxConns connections at a time.
+// connection. A long operation (a stream: stage-in, stage-out) answers
+// {"progress":...} lines first, at most a few a second and at least one
+// every streamKeepalive, and is cancelled when its client goes away
+// (stream.go). A Server is safe for concurrent use; it handles at most
+// maxConns connections at a time, of which at most maxStreams streams.
 //
 // Every wait is bounded. The client gives up after CallTimeout (ErrBusy)
 // for the whole exchange. The server answers an error when a handler
@@ -24,6 +28,7 @@ package control
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,8 +43,10 @@ import (
 )
 
 const (
-	maxConns   = 8
-	maxRequest = 4096
+	maxConns = 8
+	// maxRequest bounds a request line: a stage-in of a job's input
+	// list carries its paths.
+	maxRequest = 1 << 20
 	// CallTimeout bounds a whole exchange on the client side (connect,
 	// request, answer).
 	CallTimeout = 5 * time.Second
@@ -74,30 +81,43 @@ type Server struct {
 	path     string
 	ln       *net.UnixListener
 	handlers map[string]Handler
+	streams  map[string]StreamHandler
 	sem      chan struct{} // connections being served
 	stuck    chan struct{} // handlers still running past handlerTimeout
+	running  chan struct{} // streams running
+	quit     context.Context
+	stop     context.CancelFunc // cancels the streams at Close
 	wg       sync.WaitGroup
 }
 
 type request struct {
-	Op string `json:"op"`
+	Op   string          `json:"op"`
+	Args json.RawMessage `json:"args,omitempty"`
 }
 
 type response struct {
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  string          `json:"error,omitempty"`
+	Progress json.RawMessage `json:"progress,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
+	Error    string          `json:"error,omitempty"`
 }
 
 // Listen creates the socket at path (and its directory, mode 0700) and
 // serves handlers on it. A socket left behind by a dead daemon is
 // replaced; one that a live daemon answers on is an error.
 func Listen(path string, handlers map[string]Handler) (*Server, error) {
+	return ListenStreams(path, handlers, nil)
+}
+
+// ListenStreams is Listen with long operations (streams) besides the
+// handlers.
+func ListenStreams(path string, handlers map[string]Handler, streams map[string]StreamHandler) (*Server, error) {
 	ln, err := unixsock.Listen(path, "control socket")
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{path: path, ln: ln, handlers: handlers, sem: make(chan struct{}, maxConns),
-		stuck: make(chan struct{}, maxConns)}
+	s := &Server{path: path, ln: ln, handlers: handlers, streams: streams, sem: make(chan struct{}, maxConns),
+		stuck: make(chan struct{}, maxConns), running: make(chan struct{}, maxStreams)}
+	s.quit, s.stop = context.WithCancel(context.Background())
 	s.wg.Add(1)
 	go s.serve()
 	return s, nil
@@ -106,10 +126,11 @@ func Listen(path string, handlers map[string]Handler) (*Server, error) {
 // Path returns the socket path.
 func (s *Server) Path() string { return s.path }
 
-// Close stops accepting, waits for connections in progress and removes
-// the socket.
+// Close stops accepting, cancels the streams, waits for connections in
+// progress and removes the socket.
 func (s *Server) Close() error {
 	err := s.ln.Close()
+	s.stop()
 	s.wg.Wait()
 	return err
 }
@@ -157,27 +178,36 @@ func (s *Server) handle(c *net.UnixConn) {
 	var resp response
 	if err := checkPeer(c); err != nil {
 		resp.Error = err.Error()
+	} else if req, err := readRequest(c); err != nil {
+		resp.Error = err.Error()
+	} else if h, ok := s.streams[req.Op]; ok {
+		s.stream(c, h, req.Args)
+		return
 	} else {
-		resp = s.answer(c)
+		resp = s.answer(req)
 	}
 	b, _ := json.Marshal(resp)
 	c.Write(append(b, '\n'))
 }
 
-func (s *Server) answer(c *net.UnixConn) (resp response) {
+func readRequest(c *net.UnixConn) (request, error) {
+	var req request
+	line, err := bufio.NewReader(&limitedReader{c, maxRequest}).ReadBytes('\n')
+	if err != nil && len(line) == 0 {
+		return req, errors.New("no request")
+	}
+	if err := json.Unmarshal(line, &req); err != nil {
+		return req, fmt.Errorf("bad request: %w", err)
+	}
+	return req, nil
+}
+
+func (s *Server) answer(req request) (resp response) {
 	defer func() {
 		if r := recover(); r != nil {
 			resp = response{Error: fmt.Sprintf("internal error: %v", r)}
 		}
 	}()
-	line, err := bufio.NewReader(&limitedReader{c, maxRequest}).ReadBytes('\n')
-	if err != nil && len(line) == 0 {
-		return response{Error: "no request"}
-	}
-	var req request
-	if err := json.Unmarshal(line, &req); err != nil {
-		return response{Error: "bad request: " + err.Error()}
-	}
 	h, ok := s.handlers[req.Op]
 	if !ok {
 		return response{Error: fmt.Sprintf("unknown operation %q", req.Op)}

@@ -149,7 +149,7 @@ func TestBadRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for _, req := range []string{"not json\n", strings.Repeat("x", 10000), "\n"} {
+	for _, req := range []string{"not json\n", strings.Repeat("x", maxRequest+1000), "\n"} {
 		c, err := net.Dial("unix", path)
 		if err != nil {
 			t.Fatal(err)
