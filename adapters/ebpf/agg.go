@@ -67,6 +67,69 @@ func (f *FileStats) IOTime() time.Duration { return f.ReadTime + f.WriteTime + f
 type fdState struct {
 	file *FileStats
 	pos  int64
+	// placeholder: the fd was first seen in use, not opened, and /proc
+	// no longer knew it (a child that inherited it and exited before its
+	// events were read); its fork, seen later, names the file.
+	placeholder bool
+}
+
+// merge adds g's counts into f.
+func (f *FileStats) merge(g *FileStats) {
+	f.Opens += g.Opens
+	f.Closes += g.Closes
+	f.Reads += g.Reads
+	f.Writes += g.Writes
+	f.BytesRead += g.BytesRead
+	f.BytesWritten += g.BytesWritten
+	f.SeqReads += g.SeqReads
+	f.SeqWrites += g.SeqWrites
+	f.ConsecReads += g.ConsecReads
+	f.ConsecWrite += g.ConsecWrite
+	f.Seeks += g.Seeks
+	f.Syncs += g.Syncs
+	f.Stats += g.Stats
+	f.Mmaps += g.Mmaps
+	f.ReadTime += g.ReadTime
+	f.WriteTime += g.WriteTime
+	f.MetaTime += g.MetaTime
+	for i := range f.ReadSizes {
+		f.ReadSizes[i] += g.ReadSizes[i]
+		f.WriteSizes[i] += g.WriteSizes[i]
+	}
+	f.MaxReadEnd = max(f.MaxReadEnd, g.MaxReadEnd)
+	f.MaxWriteEnd = max(f.MaxWriteEnd, g.MaxWriteEnd)
+	if g.First != 0 && (f.First == 0 || g.First < f.First) {
+		f.First = g.First
+	}
+	f.Last = max(f.Last, g.Last)
+	for p := range g.Pids {
+		f.Pids[p] = true
+	}
+}
+
+// forked gives child a copy of parent's fds (a fork copies the fd
+// table). The child's events may have come first (a vfork parent returns
+// only once its child has exec'd or exited): what they counted on
+// placeholder fds moves to the parent's files.
+func (a *Aggregator) forked(parent, child int) {
+	for k, st := range a.fds {
+		if k[0] != parent {
+			continue
+		}
+		ck := [2]int{child, k[1]}
+		cst := a.fds[ck]
+		switch {
+		case cst == nil:
+			a.fds[ck] = &fdState{file: st.file, pos: st.pos}
+		case cst.placeholder:
+			st.file.merge(cst.file)
+			delete(a.files, cst.file.Path)
+			if a.Timeline != nil {
+				a.Timeline.rename(child, cst.file.Path, st.file.Path)
+			}
+			a.fds[ck] = &fdState{file: st.file, pos: cst.pos}
+		}
+	}
 }
 
 // Aggregator joins events into per-file statistics: it follows each
@@ -81,6 +144,9 @@ type Aggregator struct {
 	// and writes, per process.
 	Calls map[string]int64
 	Procs map[int]*ProcStats
+	// Timeline, when set, keeps every call attributed to a file, for
+	// the picture (Timeline.WriteHTML).
+	Timeline *Timeline
 }
 
 // ProcStats is what one process did.
@@ -178,7 +244,9 @@ func (a *Aggregator) fd(pid, fd int, placeholder bool) *fdState {
 		if !placeholder {
 			return nil
 		}
-		p = fmt.Sprintf("<pid %d fd %d>", pid, fd)
+		st := &fdState{file: a.file(fmt.Sprintf("<pid %d fd %d>", pid, fd)), placeholder: true}
+		a.fds[k] = st
+		return st
 	}
 	st := &fdState{file: a.file(p)}
 	a.fds[k] = st
@@ -221,6 +289,12 @@ func (a *Aggregator) Add(e Event) {
 		}
 	case KindRead, KindPRead, KindWrite, KindPWrite:
 		a.access(e, fd, ps)
+	case KindCopy:
+		a.copied(e, ps)
+	case KindFork:
+		if e.Ret > 0 {
+			a.forked(e.Pid, int(e.Ret))
+		}
 	case KindSeek:
 		if st := a.fd(e.Pid, fd, false); st != nil && e.Ret >= 0 {
 			st.pos = e.Ret
@@ -257,6 +331,9 @@ func (a *Aggregator) Add(e Event) {
 }
 
 func (a *Aggregator) touch(f *FileStats, e Event) {
+	if a.Timeline != nil {
+		a.Timeline.Add(e, f.Path)
+	}
 	f.Pids[e.Pid] = true
 	start := e.Time - e.Latency
 	if f.First == 0 || start < f.First {
@@ -315,4 +392,38 @@ func (a *Aggregator) access(e Event, fd int, ps *ProcStats) {
 	}
 	f.lastWrite = end - 1
 	f.MaxWriteEnd = max(f.MaxWriteEnd, end)
+}
+
+// copied accounts copy_file_range(in, off_in, out, off_out, len) and
+// sendfile(out, in, off, count): ret bytes read from in and written to
+// out, at the fds' positions unless an offset pointer was given (whose
+// value the tracer does not read: the access then counts at the fd's
+// position, which does not move).
+func (a *Aggregator) copied(e Event, ps *ProcStats) {
+	if e.Ret <= 0 {
+		return
+	}
+	in, out := int(int32(e.Args[0])), int(int32(e.Args[2]))
+	inOff, outOff := e.Args[1] != 0, e.Args[3] != 0
+	if e.Call.Name == "sendfile" {
+		in, out = int(int32(e.Args[1])), int(int32(e.Args[0]))
+		inOff, outOff = e.Args[2] != 0, false
+	}
+	for _, side := range []struct {
+		fd     int
+		kind   Kind
+		pinned bool
+	}{{in, KindRead, inOff}, {out, KindWrite, outOff}} {
+		st := a.fd(e.Pid, side.fd, true)
+		if st == nil {
+			continue
+		}
+		pos := st.pos
+		e2 := e
+		e2.Call.Kind = side.kind
+		a.access(e2, side.fd, ps)
+		if side.pinned {
+			st.pos = pos
+		}
+	}
 }

@@ -4,9 +4,10 @@
 // ~10 µs a hit) that record the I/O system calls of a cgroup or of a set
 // of processes and their children, filtered in the kernel, into a ring
 // buffer; and the user-space side that joins them into per-file
-// statistics (Aggregator: fds followed from their opens or /proc,
+// statistics (Aggregator: fds followed from their opens, forks or /proc,
 // positions from reads, writes and seeks) and writes them as a table, as
-// JSON lines or as Darshan's POSIX counters (darshan-parser's layout).
+// JSON lines, as Darshan's POSIX counters (darshan-parser's layout) or as
+// a timeline page (Timeline.WriteHTML).
 //
 // It sees what no door does: static binaries, Go programs, programs that
 // call the kernel directly and fortified libc calls. The BPF object is
@@ -22,7 +23,7 @@
 // the pt_regs layout).
 //
 // Not yet: the join with the daemon's per-file events (hits, misses,
-// stage-ins, write-back for files on a mount), the HTML timeline, and
-// in-kernel aggregation (which would cut the per-event cost when no
+// stage-ins, write-back for files on a mount, tier occupancy on the
+// timeline), and in-kernel aggregation (which would cut the per-event cost when no
 // event stream is asked for).
 package ebpf

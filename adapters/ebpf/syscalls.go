@@ -28,6 +28,7 @@ const (
 	KindDup     // ret is a copy of the fd in args[0]
 	KindFork    // clone, fork, vfork, clone3
 	KindIOUring // io_uring_enter: I/O the tracer cannot split per file
+	KindCopy    // copy_file_range, sendfile: ret bytes read from one fd and written to another
 )
 
 // syscalls are the calls the tracer asks the kernel for.
@@ -47,7 +48,7 @@ var syscalls = []Syscall{
 	{20, "writev", KindWrite, 0},
 	{32, "dup", KindDup, 0},
 	{33, "dup2", KindDup, 0},
-	{40, "sendfile", KindOther, 0},
+	{40, "sendfile", KindCopy, 0},
 	{56, "clone", KindFork, 0},
 	{57, "fork", KindFork, 0},
 	{58, "vfork", KindFork, 0},
@@ -70,7 +71,7 @@ var syscalls = []Syscall{
 	{295, "preadv", KindPRead, 0},
 	{296, "pwritev", KindPWrite, 0},
 	{316, "renameat2", KindMeta, 2},
-	{326, "copy_file_range", KindOther, 0},
+	{326, "copy_file_range", KindCopy, 0},
 	{327, "preadv2", KindPRead, 0},
 	{328, "pwritev2", KindPWrite, 0},
 	{332, "statx", KindMeta, 2},

@@ -244,3 +244,53 @@ func TestTracePids(t *testing.T) {
 		t.Errorf("%d events dropped", ev)
 	}
 }
+
+// TestTraceHTML: the timeline page of a trace renders in headless
+// Chromium (no network, nothing fetched) with a row for the written file
+// holding write marks, and the per-file table.
+func TestTraceHTML(t *testing.T) {
+	needBPF(t)
+	chrome, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium missing (make deps)")
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "o")
+	a := NewAggregator()
+	a.Timeline = NewTimeline()
+	cmd := exec.Command("dd", "if=/dev/zero", "of="+out, "bs=64k", "count=64")
+	if err := Run(cmd, a.Add); err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(dir, "t.html")
+	f, err := os.Create(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Timeline.WriteHTML(f, a, "dd <test> & co"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	dom, err := exec.Command(chrome, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--user-data-dir="+filepath.Join(dir, "profile"), "--dump-dom", "file://"+page).Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	d := string(dom)
+	row := `data-file="` + out + `"`
+	i := strings.Index(d, row)
+	if i < 0 || !strings.Contains(d, `<svg id="timeline"`) || !strings.Contains(d, `<table id="files"`) {
+		t.Fatalf("rendered page lacks the timeline, the row of %s or the table:\n%.2000s", out, d)
+	}
+	g := d[i:]
+	g = g[:strings.Index(g, "</g>")]
+	if strings.Count(g, `class="write"`) == 0 {
+		t.Fatalf("the row of %s has no write marks: %.500s", out, g)
+	}
+	if !strings.Contains(d, "<title>dd &lt;test&gt; &amp; co</title>") {
+		t.Error("title not escaped")
+	}
+	if !strings.Contains(d, ">"+out+"</td>") {
+		t.Error("the table has no row for the written file")
+	}
+}

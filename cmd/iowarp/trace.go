@@ -25,13 +25,14 @@ type traceFlags struct {
 	duration time.Duration
 	output   string
 	darshan  string
+	html     string
 	top      int
 }
 
 func newTraceCmd() *cobra.Command {
 	var f traceFlags
 	c := &cobra.Command{
-		Use:   "trace [--pid PID]... [--cgroup DIR] [--duration D] [--output F] [--darshan F] [-- CMD [ARGS]]",
+		Use:   "trace [--pid PID]... [--cgroup DIR] [--duration D] [--output F] [--darshan F] [--html F] [-- CMD [ARGS]]",
 		Short: "Trace the I/O system calls of a command, processes or a cgroup (eBPF)",
 		Long: `trace attaches eBPF programs to the kernel's system-call tracepoints and
 records the I/O calls (open, read, write, pread, pwrite, the vector forms,
@@ -43,7 +44,8 @@ fortified libc calls, which the LD_PRELOAD shim cannot. At the end it
 prints a table per file: bytes, calls, sequential fraction, time in I/O.
 
 --output writes every event as a JSON line; --darshan writes the POSIX
-counters in darshan-parser's text layout. Needs root.`,
+counters in darshan-parser's text layout; --html draws a timeline of the
+calls per process and file (one page, nothing fetched). Needs root.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTrace(&f, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -53,6 +55,7 @@ counters in darshan-parser's text layout. Needs root.`,
 	c.Flags().DurationVar(&f.duration, "duration", 0, "stop after this long (with --pid or --cgroup; default: until Ctrl-C)")
 	c.Flags().StringVar(&f.output, "output", "", "write every event to this file as JSON lines")
 	c.Flags().StringVar(&f.darshan, "darshan", "", "write Darshan POSIX counters (darshan-parser text) to this file")
+	c.Flags().StringVar(&f.html, "html", "", "write a timeline of the calls per process and file as a self-contained HTML page")
 	c.Flags().IntVar(&f.top, "top", 20, "files in the summary (0 = all)")
 	return c
 }
@@ -77,6 +80,9 @@ func runTrace(f *traceFlags, args []string, stdout, stderr io.Writer) error {
 		return errors.New("trace: a command, --pid and --cgroup do not combine")
 	}
 	agg := ebpf.NewAggregator()
+	if f.html != "" {
+		agg.Timeline = ebpf.NewTimeline()
+	}
 	sink, closeSink, err := eventSink(f.output)
 	if err != nil {
 		return err
@@ -110,6 +116,11 @@ func runTrace(f *traceFlags, args []string, stdout, stderr io.Writer) error {
 	}
 	if f.darshan != "" {
 		if err := writeDarshan(f.darshan, agg, args, start, end); err != nil {
+			return err
+		}
+	}
+	if f.html != "" {
+		if err := writeHTML(f.html, agg, args); err != nil {
 			return err
 		}
 	}
@@ -188,6 +199,19 @@ func eventSink(path string) (func(ebpf.Event), func() error, error) {
 		}
 	}
 	return sink, func() error { return errors.Join(werr, out.Close()) }, nil
+}
+
+func writeHTML(path string, a *ebpf.Aggregator, args []string) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	title := "iowarp trace"
+	if len(args) > 0 {
+		title += ": " + strings.Join(args, " ")
+	}
+	err = a.Timeline.WriteHTML(out, a, title)
+	return errors.Join(err, out.Close())
 }
 
 func writeDarshan(path string, a *ebpf.Aggregator, args []string, start, end time.Time) error {
