@@ -65,17 +65,17 @@ var _ [unsafe.Sizeof(sqe{}) - sqeSize]byte
 // ring is one io_uring instance. Not safe for concurrent use: each queue
 // thread owns its ring.
 type ring struct {
-	fd               int
-	sqMem, cqMem     []byte
-	sqeMem           []byte
-	sqHead, sqTail   *uint32
-	sqMask, sqN      uint32
-	sqArray          unsafe.Pointer
-	cqHead, cqTail   *uint32
-	cqMask           uint32
-	cqes             unsafe.Pointer
-	localTail        uint32
-	cqShared bool
+	fd             int
+	sqMem, cqMem   []byte
+	sqeMem         []byte
+	sqHead, sqTail *uint32
+	sqMask, sqN    uint32
+	sqArray        unsafe.Pointer
+	cqHead, cqTail *uint32
+	cqMask         uint32
+	cqes           unsafe.Pointer
+	localTail      uint32
+	cqShared       bool
 }
 
 // newRing sets up a ring with sqEntries submission and cqEntries completion
