@@ -56,11 +56,33 @@ func Mount(dir string, fsys fuse.RawFileSystem, opts fuse.MountOptions, uring bo
 		}
 	}
 	go s.srv.Serve()
-	if err := s.srv.WaitMount(); err != nil {
+	err = s.srv.WaitMount()
+	if err == nil {
+		err = pollHack(dir)
+	}
+	if err != nil {
 		s.Unmount()
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	return s, nil
+}
+
+// pollHack makes the kernel learn that POLL is not implemented (go-fuse
+// answers ENOSYS for its hidden hack file), as go-fuse's own mount does but
+// not for a /dev/fd/N mount point. Without it, a Go program that opens a
+// file of its own mount registers it with epoll from inside the runtime,
+// holding its P, and the POLL request this sends can wait for a server
+// goroutine that has no P left to run on: a deadlock, seen with
+// GOMAXPROCS=2.
+func pollHack(dir string) error {
+	fd, err := unix.Open(dir+"/.go-fuse-epoll-hack", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("poll hack: %w", err)
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLPRI | unix.POLLOUT}}
+	unix.Poll(fds, 0)
+	return nil
 }
 
 // startUring checks that INIT negotiated io_uring and registers the queues,

@@ -190,7 +190,7 @@ func (q *queue) complete(c cqe) error {
 		return q.prep(i, cmdCommitAndFetch)
 	case c.res == -int32(unix.EAGAIN) || c.res == -int32(unix.EINTR):
 		return q.prep(i, q.ents[i].lastCmd)
-	case c.res == -int32(unix.ENOTCONN):
+	case c.res == -int32(unix.ENOTCONN) || c.res == -int32(unix.ECANCELED):
 		if q.live--; q.live == 0 {
 			return errStopped
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // enableParam is the fuse module's switch for io_uring; the kernel offers
@@ -52,6 +54,7 @@ type Config struct {
 // Transport serves one FUSE connection's requests on per-CPU io_uring
 // queues. Safe for concurrent use.
 type Transport struct {
+	devFd  int
 	queues []*queue
 	wg     sync.WaitGroup
 	served atomic.Uint64
@@ -79,7 +82,14 @@ func Start(devFd int, h HandlerFunc, cfg Config) (*Transport, error) {
 		payload = 1 << 20
 	}
 	payload = max(payload, minPayload)
-	t := &Transport{}
+	// Our own reference to the connection: the fuse.Server closes its fd
+	// when its loop ends, possibly before the last commits, and the number
+	// could by then name another file.
+	devFd, err = unix.FcntlInt(uintptr(devFd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("dup /dev/fuse fd: %w", err)
+	}
+	t := &Transport{devFd: devFd}
 	ready := make(chan error, n)
 	for qid := 0; qid < n; qid++ {
 		t.wg.Add(1)
@@ -146,6 +156,10 @@ func (t *Transport) Close() error {
 	err := t.Wait()
 	for _, q := range qs {
 		q.close()
+	}
+	if t.devFd >= 0 {
+		unix.Close(t.devFd)
+		t.devFd = -1
 	}
 	return err
 }
