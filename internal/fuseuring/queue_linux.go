@@ -35,7 +35,8 @@ type entry struct {
 	lastCmd  uint32
 }
 
-// queue is the ring of one CPU, served by one OS thread pinned to it.
+// queue is one ring registered on a CPU's FUSE queue, served by one OS
+// thread pinned to that CPU.
 type queue struct {
 	qid     int
 	devFd   int

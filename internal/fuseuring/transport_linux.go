@@ -42,9 +42,13 @@ func Enable() error {
 
 // Config sizes the queues.
 type Config struct {
-	// Depth is the number of ring entries per queue (per CPU); each holds
-	// one request at a time. 0 = 2.
-	Depth int
+	// Threads is the number of threads serving each CPU's queue (0 = 4),
+	// each with its own ring and one entry: the kernel hands a request
+	// only to an idle entry, so a handler that blocks (a backing-store
+	// read, a wait for room in the pool) holds up one thread, not the
+	// CPU's queue, and up to Threads requests of one CPU run at once.
+	// More wait in the kernel for the next idle entry.
+	Threads int
 	// Payload is the size of an entry's payload buffer: at least the
 	// kernel's max(8 KiB, max_write, max_pages*page size), or registration
 	// fails with EINVAL. 0 = 1 MiB.
@@ -64,7 +68,7 @@ type Transport struct {
 }
 
 // Start registers one queue per possible CPU on the FUSE connection devFd
-// and serves them until the connection ends (unmount) or Close. It must be
+// (cfg.Threads rings each) and serves them until the connection ends (unmount) or Close. It must be
 // called after the INIT reply negotiated CapOverIoUring: until every queue
 // is registered the kernel holds every request back. On error nothing is
 // left registered that could serve, and the caller must unmount: the
@@ -74,9 +78,9 @@ func Start(devFd int, h HandlerFunc, cfg Config) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	depth, payload := cfg.Depth, cfg.Payload
-	if depth <= 0 {
-		depth = 2
+	threads, payload := cfg.Threads, cfg.Payload
+	if threads <= 0 {
+		threads = 4
 	}
 	if payload <= 0 {
 		payload = 1 << 20
@@ -90,13 +94,15 @@ func Start(devFd int, h HandlerFunc, cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("dup /dev/fuse fd: %w", err)
 	}
 	t := &Transport{devFd: devFd}
-	ready := make(chan error, n)
+	ready := make(chan error, n*threads)
 	for qid := 0; qid < n; qid++ {
-		t.wg.Add(1)
-		go t.run(qid, devFd, depth, payload, h, ready)
+		for range threads {
+			t.wg.Add(1)
+			go t.run(qid, devFd, 1, payload, h, ready)
+		}
 	}
 	var first error
-	for i := 0; i < n; i++ {
+	for i := 0; i < n*threads; i++ {
 		if err := <-ready; err != nil && first == nil {
 			first = err
 		}
@@ -108,7 +114,7 @@ func Start(devFd int, h HandlerFunc, cfg Config) (*Transport, error) {
 	return t, nil
 }
 
-// run is one queue's thread: set up, register, serve.
+// run is one thread of a CPU's queue: set up its ring, register, serve.
 func (t *Transport) run(qid, devFd, depth, payload int, h HandlerFunc, ready chan<- error) {
 	defer t.wg.Done()
 	q, err := newQueue(qid, devFd, depth, payload, h, &t.served)
