@@ -76,10 +76,28 @@ func pattern(n int) []byte {
 // or over /dev/fuse, and unmounts it when the test ends.
 func mountData(tb testing.TB, data []byte, uring bool) *Server {
 	tb.Helper()
+	mode := Off
+	if uring {
+		mode = On
+	}
+	s, _, err := mountDataMode(tb, data, mode, Config{})
+	if errors.Is(err, ErrUnsupported) {
+		tb.Skipf("kernel refuses FUSE over io_uring: %v", err)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// mountDataMode mounts with the given mode and queue config, returning what
+// Mount returned; a mount is unmounted when the test ends.
+func mountDataMode(tb testing.TB, data []byte, mode Mode, cfg Config) (*Server, error, error) {
+	tb.Helper()
 	if os.Geteuid() != 0 {
 		tb.Skip("mount(2) needs root")
 	}
-	if uring {
+	if mode != Off {
 		if err := Enable(); err != nil {
 			tb.Skipf("cannot enable FUSE over io_uring: %v", err)
 		}
@@ -90,19 +108,16 @@ func mountData(tb testing.TB, data []byte, uring bool) *Server {
 	opts := fs.Options{MountOptions: fuse.MountOptions{Name: "fuseuringtest", MaxWrite: 1 << 20,
 		Logger: log.New(io.Discard, "", 0)}}
 	raw := fs.NewNodeFS(&dataRoot{data: data}, &opts)
-	s, err := Mount(dir, raw, opts.MountOptions, uring, Config{})
-	if errors.Is(err, ErrUnsupported) {
-		tb.Skipf("kernel refuses FUSE over io_uring: %v", err)
-	}
+	s, fallback, err := Mount(dir, raw, opts.MountOptions, mode, cfg)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, fallback, err
 	}
 	tb.Cleanup(func() {
 		if err := s.Unmount(); err != nil {
 			tb.Errorf("unmount: %v", err)
 		}
 	})
-	return s
+	return s, fallback, nil
 }
 
 func TestMountReadsOverUring(t *testing.T) {
@@ -133,4 +148,28 @@ func TestMountReadsOverUring(t *testing.T) {
 	if s.Served() == 0 {
 		t.Fatal("no request was answered over the rings")
 	}
+}
+
+// A payload buffer smaller than the kernel's max_payload_sz (max_write is
+// 1 MiB) makes every registration fail with EINVAL after INIT negotiated
+// io_uring: On fails the mount, Auto unmounts and mounts again over
+// /dev/fuse, and the file reads correctly.
+func TestAutoFallsBackWhenRegistrationFails(t *testing.T) {
+	data := pattern(1<<20 + 7)
+	small := Config{Payload: minPayload}
+	if _, _, err := mountDataMode(t, data, On, small); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("mode on with a refused registration: %v, want ErrUnsupported", err)
+	}
+	s, fallback, err := mountDataMode(t, data, Auto, small)
+	if err != nil {
+		t.Fatalf("mode auto: %v", err)
+	}
+	if s.Uring() || !errors.Is(fallback, ErrUnsupported) {
+		t.Fatalf("mode auto: uring %v, fallback %v; want /dev/fuse and the reason", s.Uring(), fallback)
+	}
+	got, err := os.ReadFile(filepath.Join(s.dir, "data"))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read after fallback: %d bytes, %v; want %d", len(got), err, len(data))
+	}
+	t.Logf("fell back: %v", fallback)
 }

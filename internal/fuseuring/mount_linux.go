@@ -25,16 +25,64 @@ type Server struct {
 	tr  *Transport // nil: /dev/fuse only
 }
 
+// Mode says whether a mount's requests travel over io_uring.
+type Mode int
+
+const (
+	// Off serves every request over /dev/fuse reads.
+	Off Mode = iota
+	// Auto uses io_uring when the kernel offers it (the fuse module's
+	// enable_uring is Y) and falls back to /dev/fuse otherwise, or when
+	// the queues cannot be registered (the mount is then made again).
+	Auto
+	// On requires io_uring: it sets enable_uring (root) and fails the
+	// mount when the kernel refuses.
+	On
+)
+
+// ParseMode parses "auto", "on" or "off".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "off":
+		return Off, nil
+	case "auto":
+		return Auto, nil
+	case "on":
+		return On, nil
+	}
+	return Off, fmt.Errorf("fuse io_uring mode %q is not one of auto, on, off", s)
+}
+
+func (m Mode) String() string { return [...]string{"off", "auto", "on"}[m] }
+
 // Mount mounts fsys on dir (root only: mount(2) directly) and serves it.
-// With uring, INIT asks for FUSE_OVER_IO_URING and the queues are
-// registered before Mount returns; an error then unmounts again, so the
-// caller can retry with uring false. opts.MaxWrite sizes the payload
-// buffers (0 = go-fuse's default).
-func Mount(dir string, fsys fuse.RawFileSystem, opts fuse.MountOptions, uring bool, cfg Config) (*Server, error) {
-	if uring {
-		if !Enabled() {
-			return nil, fmt.Errorf("mount %s: %w: %s is not Y", dir, ErrUnsupported, enableParam)
+// With io_uring, INIT asks for FUSE_OVER_IO_URING and the queues are
+// registered before Mount returns. opts.MaxWrite sizes the payload buffers
+// (0 = 128 KiB). Fallback, when Auto could not use io_uring, says why
+// (nil otherwise); the mount then serves over /dev/fuse.
+func Mount(dir string, fsys fuse.RawFileSystem, opts fuse.MountOptions, mode Mode, cfg Config) (s *Server, fallback error, err error) {
+	if mode == On {
+		if err := Enable(); err != nil {
+			return nil, nil, fmt.Errorf("mount %s: %w", dir, err)
 		}
+	}
+	uring := mode != Off && Enabled()
+	if mode == Auto && !uring {
+		fallback = fmt.Errorf("%w: %s is not Y", ErrUnsupported, enableParam)
+	}
+	s, err = mount(dir, fsys, opts, uring, cfg)
+	if mode == Auto && errors.Is(err, ErrUnsupported) {
+		fallback = err
+		s, err = mount(dir, fsys, opts, false, cfg)
+	}
+	return s, fallback, err
+}
+
+// mount makes one mount; with uring, a failure to use io_uring unmounts
+// again (a connection that negotiated it cannot go back to /dev/fuse) and
+// is an ErrUnsupported.
+func mount(dir string, fsys fuse.RawFileSystem, opts fuse.MountOptions, uring bool, cfg Config) (*Server, error) {
+	if uring {
 		opts.ExtraCapabilities |= CapOverIoUring
 	}
 	fd, err := mountFd(dir, &opts)
@@ -67,24 +115,6 @@ func Mount(dir string, fsys fuse.RawFileSystem, opts fuse.MountOptions, uring bo
 	return s, nil
 }
 
-// pollHack makes the kernel learn that POLL is not implemented (go-fuse
-// answers ENOSYS for its hidden hack file), as go-fuse's own mount does but
-// not for a /dev/fd/N mount point. Without it, a Go program that opens a
-// file of its own mount registers it with epoll from inside the runtime,
-// holding its P, and the POLL request this sends can wait for a server
-// goroutine that has no P left to run on: a deadlock, seen with
-// GOMAXPROCS=2.
-func pollHack(dir string) error {
-	fd, err := unix.Open(dir+"/.go-fuse-epoll-hack", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("poll hack: %w", err)
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLPRI | unix.POLLOUT}}
-	unix.Poll(fds, 0)
-	return nil
-}
-
 // startUring checks that INIT negotiated io_uring and registers the queues,
 // answering through a go-fuse ProtocolServer for the same file system.
 func (s *Server) startUring(fsys fuse.RawFileSystem, opts fuse.MountOptions, cfg Config) error {
@@ -105,7 +135,7 @@ func (s *Server) startUring(fsys fuse.RawFileSystem, opts fuse.MountOptions, cfg
 	}
 	tr, err := Start(s.fd, h, cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrUnsupported, err)
 	}
 	s.tr = tr
 	return nil
@@ -200,3 +230,21 @@ func (s *Server) Unmount() error {
 
 // Wait returns when the mount is gone.
 func (s *Server) Wait() { s.srv.Wait() }
+
+// pollHack makes the kernel learn that POLL is not implemented (go-fuse
+// answers ENOSYS for its hidden hack file), as go-fuse's own mount does but
+// not for a /dev/fd/N mount point. Without it, a Go program that opens a
+// file of its own mount registers it with epoll from inside the runtime,
+// holding its P, and the POLL request this sends can wait for a server
+// goroutine that has no P left to run on: a deadlock, seen with
+// GOMAXPROCS=2.
+func pollHack(dir string) error {
+	fd, err := unix.Open(dir+"/.go-fuse-epoll-hack", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("poll hack: %w", err)
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLPRI | unix.POLLOUT}}
+	unix.Poll(fds, 0)
+	return nil
+}
