@@ -106,7 +106,7 @@ func mountDataMode(tb testing.TB, data []byte, mode Mode, cfg Config) (*Server, 
 	// MaxWrite and the logger as in fusefs: 1 MiB requests, go-fuse's
 	// notes (a splice that falls back to a copy) not on stderr.
 	opts := fs.Options{MountOptions: fuse.MountOptions{Name: "fuseuringtest", MaxWrite: 1 << 20,
-		Logger: log.New(io.Discard, "", 0)}}
+		Logger: log.New(io.Discard, "", 0), DirectMountStrict: true}}
 	raw := fs.NewNodeFS(&dataRoot{data: data}, &opts)
 	s, fallback, err := Mount(dir, raw, opts.MountOptions, mode, cfg)
 	if err != nil {
@@ -147,6 +147,15 @@ func TestMountReadsOverUring(t *testing.T) {
 	}
 	if s.Served() == 0 {
 		t.Fatal("no request was answered over the rings")
+	}
+	// The mount is where it was asked for, and only there (go-fuse's
+	// direct mount once followed /dev/fd/N onto /dev/fuse).
+	mounts, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(mounts, []byte(" /dev/fuse ")) || !bytes.Contains(mounts, []byte(" "+s.dir+" ")) {
+		t.Fatalf("mount table:\n%s", mounts)
 	}
 }
 

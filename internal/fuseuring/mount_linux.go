@@ -89,6 +89,9 @@ func mount(dir string, fsys fuse.RawFileSystem, opts fuse.MountOptions, uring bo
 	if err != nil {
 		return nil, err
 	}
+	// go-fuse tries a direct mount before it looks for /dev/fd/N: on
+	// "/dev/fd/N" it would follow the link and mount over /dev/fuse.
+	opts.DirectMount, opts.DirectMountStrict = false, false
 	s := &Server{dir: dir, fd: fd}
 	s.srv, err = fuse.NewServer(fsys, fmt.Sprintf("/dev/fd/%d", fd), &opts)
 	if err != nil {
