@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/internal/fuseuring"
 	"github.com/iowarp/iowarp/internal/sys"
 )
 
@@ -53,6 +54,11 @@ type Options struct {
 	// OMNI serves the hidden /.omni views of datasets (omni.go); nil
 	// turns them off.
 	OMNI *OMNIOptions
+	// IoUring says whether requests reach the daemon over the kernel's
+	// per-CPU FUSE io_uring queues (internal/fuseuring) instead of
+	// /dev/fuse reads: off (the zero value), auto (when the kernel offers
+	// it, else /dev/fuse), on (required).
+	IoUring fuseuring.Mode
 }
 
 // KeepCache says whether the kernel page cache of a file survives open(2).
@@ -76,9 +82,16 @@ const (
 
 // Server is a mounted file system. Safe for concurrent use.
 type Server struct {
-	srv  *fuse.Server
-	dir  string
-	omni *omniFS // nil without Options.OMNI
+	srv   mounted
+	dir   string
+	omni  *omniFS // nil without Options.OMNI
+	uring bool
+}
+
+// mounted is go-fuse's server (/dev/fuse) or fuseuring's (io_uring).
+type mounted interface {
+	Unmount() error
+	Wait()
 }
 
 // Mount mounts fsys on dir and serves it until Unmount. The caller must be
@@ -91,7 +104,7 @@ func Mount(dir string, fsys *files.FS, opts Options) (*Server, error) {
 	}
 	root.m.omni = newOMNI(root.m, dir, opts.OMNI)
 	fopts := fsOptions(rootAttr, opts)
-	srv, err := fs.Mount(dir, root, fopts)
+	srv, uring, err := serve(dir, root, fopts, opts.IoUring)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
@@ -101,8 +114,33 @@ func Mount(dir string, fsys *files.FS, opts Options) (*Server, error) {
 	if err := tuneBDI(dir, readAhead(opts), opts.WritebackCache); err != nil {
 		logrus.Warnf("mount %s: %v", dir, err)
 	}
-	return &Server{srv: srv, dir: dir, omni: root.m.omni}, nil
+	return &Server{srv: srv, dir: dir, omni: root.m.omni, uring: uring}, nil
 }
+
+// serve mounts root and serves its requests over /dev/fuse or io_uring.
+func serve(dir string, root fs.InodeEmbedder, fopts *fs.Options, mode fuseuring.Mode) (mounted, bool, error) {
+	if mode == fuseuring.Off {
+		srv, err := fs.Mount(dir, root, fopts)
+		if err != nil {
+			return nil, false, err
+		}
+		return srv, false, nil
+	}
+	raw := fs.NewNodeFS(root, fopts)
+	srv, fallback, err := fuseuring.Mount(dir, raw, fopts.MountOptions, mode, fuseuring.Config{})
+	if err != nil {
+		return nil, false, err
+	}
+	if fallback != nil {
+		logrus.Infof("mount %s: FUSE over /dev/fuse (io_uring not used: %v)", dir, fallback)
+	} else {
+		logrus.Infof("mount %s: FUSE requests over io_uring", dir)
+	}
+	return srv, srv.Uring(), nil
+}
+
+// Uring reports whether requests reach the daemon over io_uring.
+func (s *Server) Uring() bool { return s.uring }
 
 func orDefault(d, def time.Duration) time.Duration {
 	if d == 0 {

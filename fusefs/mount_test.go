@@ -14,6 +14,7 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/internal/fuseuring"
 	"github.com/iowarp/iowarp/internal/leakcheck"
 	"github.com/iowarp/iowarp/posixtest"
 )
@@ -78,6 +79,11 @@ func newTestMountOpts(t *testing.T, mode files.Mode, mopts Options) *testMount {
 			t.Errorf("files.Close: %v", err)
 		}
 	})
+	if mopts.IoUring == fuseuring.On {
+		if err := fuseuring.Enable(); err != nil {
+			t.Skipf("FUSE over io_uring: %v", err)
+		}
+	}
 	srv, err := Mount(tm.dir, fsys, mopts)
 	if err != nil {
 		syscall.Unmount(tm.dir, syscall.MNT_DETACH)
@@ -162,7 +168,8 @@ func variants() []variant {
 	for _, m := range modes {
 		vs = append(vs, variant{string(m), m, Options{}})
 	}
-	return append(vs, variant{"writeback-cache", files.Writeback, Options{WritebackCache: true}})
+	return append(vs, variant{"writeback-cache", files.Writeback, Options{WritebackCache: true}},
+		variant{"io_uring", files.Writeback, Options{IoUring: fuseuring.On}})
 }
 
 // TestPosixCompare runs every case of our suite on tmpfs and on a mount

@@ -46,6 +46,7 @@ type Config struct {
 	AllowOther       bool
 	Passthrough      bool
 	WritebackCache   bool     // the kernel's FUSE writeback cache (fusefs.Options.WritebackCache)
+	FuseIoUring      string   // auto | on | off: FUSE requests over io_uring (fusefs.Options.IoUring)
 	ControlDir       string   // "" = control.DefaultDir()
 	Modules          []string // module plugins (.so) loaded at start (config_modules.go)
 	OOMScoreAdj      int      // the daemon's oom_score_adj (-1000..1000)

@@ -16,6 +16,7 @@ import (
 	"github.com/iowarp/iowarp/formats/helper"
 	"github.com/iowarp/iowarp/formats/omni"
 	"github.com/iowarp/iowarp/fusefs"
+	"github.com/iowarp/iowarp/internal/fuseuring"
 	"github.com/iowarp/iowarp/internal/sys"
 	"github.com/iowarp/iowarp/runtime"
 	"github.com/iowarp/iowarp/runtime/control"
@@ -148,7 +149,12 @@ func (d *daemon) open() error {
 	}
 	// The views log helper failures themselves, one line each.
 	d.fmts = helper.New(helper.Options{Size: 2, Deadline: omniDeadline, MemoryLimit: uint64(cfg.FormatHelperMemory)})
+	uring, err := fuseuring.ParseMode(cfg.FuseIoUring)
+	if err != nil {
+		return err
+	}
 	d.srv, err = fusefs.Mount(cfg.Mount, d.fsys, fusefs.Options{
+		IoUring:        uring,
 		AllowOther:     cfg.AllowOther,
 		Debug:          logrus.IsLevelEnabled(logrus.TraceLevel),
 		Passthrough:    cfg.Passthrough,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -23,6 +24,9 @@ type Server struct {
 	fd  int
 	srv *fuse.Server
 	tr  *Transport // nil: /dev/fuse only
+
+	closeOnce sync.Once
+	trErr     error // the transport's first error, set by closeOnce
 }
 
 // Mode says whether a mount's requests travel over io_uring.
@@ -219,20 +223,25 @@ func (s *Server) Served() uint64 {
 func (s *Server) Fuse() *fuse.Server { return s.srv }
 
 // Unmount detaches the mount (EBUSY while files are open, like umount(8)),
-// then waits for both transports to stop.
+// then waits for both transports to stop and frees the rings.
 func (s *Server) Unmount() error {
 	if err := unix.Unmount(s.dir, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("unmount %s: %w", s.dir, err)
 	}
-	s.srv.Wait()
-	if s.tr != nil {
-		return s.tr.Close()
-	}
-	return nil
+	s.Wait()
+	return s.trErr
 }
 
-// Wait returns when the mount is gone.
-func (s *Server) Wait() { s.srv.Wait() }
+// Wait returns when the mount is gone (Unmount, or umount from outside)
+// and the rings are freed.
+func (s *Server) Wait() {
+	s.srv.Wait()
+	s.closeOnce.Do(func() {
+		if s.tr != nil {
+			s.trErr = s.tr.Close()
+		}
+	})
+}
 
 // pollHack makes the kernel learn that POLL is not implemented (go-fuse
 // answers ENOSYS for its hidden hack file), as go-fuse's own mount does but
