@@ -46,7 +46,7 @@ func newTestMount(t *testing.T, mode files.Mode) *testMount {
 	return newTestMountOpts(t, mode, Options{})
 }
 
-func newTestMountOpts(t *testing.T, mode files.Mode, mopts Options) *testMount {
+func newTestMountOpts(t testing.TB, mode files.Mode, mopts Options) *testMount {
 	t.Helper()
 	base := t.TempDir()
 	tm := &testMount{dir: filepath.Join(base, "mnt")}
@@ -94,7 +94,7 @@ func newTestMountOpts(t *testing.T, mode files.Mode, mopts Options) *testMount {
 	return tm
 }
 
-func unmount(t *testing.T, srv *Server, dir string) {
+func unmount(t testing.TB, srv *Server, dir string) {
 	var err error
 	for range 50 {
 		if err = srv.Unmount(); err == nil {
