@@ -134,7 +134,9 @@ func (s *Server) startUring(fsys fuse.RawFileSystem, opts fuse.MountOptions, cfg
 		return err
 	}
 	if cfg.Payload == 0 {
-		cfg.Payload = max(opts.MaxWrite, 128<<10)
+		// The kernel wants max(8 KiB, max_write, max_pages pages), and
+		// go-fuse rounds max_pages up from MaxWrite.
+		cfg.Payload = (max(opts.MaxWrite, 128<<10) + pageSize - 1) &^ (pageSize - 1)
 	}
 	h := func(in, out [][]byte) int {
 		n, _ := ps.HandleRequest(in, out)
@@ -167,6 +169,8 @@ func replayInit(ps *fuse.ProtocolServer, ks *fuse.InitIn) error {
 }
 
 const opInit = 26 // FUSE_INIT
+
+var pageSize = os.Getpagesize()
 
 // mountFd opens /dev/fuse and mounts it on dir like go-fuse's direct mount.
 func mountFd(dir string, opts *fuse.MountOptions) (int, error) {

@@ -42,7 +42,8 @@ func Enable() error {
 
 // Config sizes the queues.
 type Config struct {
-	// Threads is the number of threads serving each CPU's queue (0 = 4),
+	// Threads is the number of threads serving each CPU's queue (0 = 4 up
+	// to 16 possible CPUs, then fewer, down to 1 from 64: about 64 in all),
 	// each with its own ring and one entry: the kernel hands a request
 	// only to an idle entry, so a handler that blocks (a backing-store
 	// read, a wait for room in the pool) holds up one thread, not the
@@ -80,7 +81,7 @@ func Start(devFd int, h HandlerFunc, cfg Config) (*Transport, error) {
 	}
 	threads, payload := cfg.Threads, cfg.Payload
 	if threads <= 0 {
-		threads = 4
+		threads = min(4, max(1, 64/n))
 	}
 	if payload <= 0 {
 		payload = 1 << 20
