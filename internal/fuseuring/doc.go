@@ -60,6 +60,9 @@
 //   - INTERRUPT reaches the fuse.Server, not the ProtocolServer that runs ring
 //     requests: an interrupted ring request runs to completion (as fusefs
 //     requests do over /dev/fuse too, see fusefs/doc.go).
+//   - A NOTIFY_RETRIEVE reply would come over a ring to the ProtocolServer,
+//     which did not ask for it (the fuse.Server sent it); iowarp sends no
+//     notifications.
 //   - Each CPU's queue is served by Config.Threads threads; more requests from
 //     one CPU than that wait in the kernel.
 //   - Memory and threads: possible CPUs x Threads (about 64 by default) rings
