@@ -122,6 +122,7 @@ func mountDataMode(tb testing.TB, data []byte, mode Mode, cfg Config) (*Server, 
 
 func TestMountReadsOverUring(t *testing.T) {
 	data := pattern(3<<20 + 1234)
+	rings := ringFds(t)
 	s := mountData(t, data, true)
 	if !s.Uring() {
 		t.Fatal("mounted without io_uring")
@@ -156,6 +157,12 @@ func TestMountReadsOverUring(t *testing.T) {
 	}
 	if bytes.Contains(mounts, []byte(" /dev/fuse ")) || !bytes.Contains(mounts, []byte(" "+s.dir+" ")) {
 		t.Fatalf("mount table:\n%s", mounts)
+	}
+	if err := s.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	if n := ringFds(t); n != rings {
+		t.Fatalf("%d io_uring instances open after the unmount, %d before the mount", n, rings)
 	}
 }
 
