@@ -29,23 +29,20 @@
 // io_uring the connection cannot return to /dev/fuse: a registration that
 // fails unmounts, and Mount in Auto mode mounts again without io_uring.
 //
-// # Measured (BenchmarkTransportRatio)
+// # Measured
 //
-// The same in-memory file, served with direct I/O (every read(2) is one FUSE
-// READ) through the same go-fuse code, both transports mounted in one process
-// and read in alternating rounds, on this 2-CPU machine under a load average
-// of 12-20 from other work (so the absolute figures are noisy; the ratios are
-// from the same run):
+// Both transports mounted in one process and read in alternating rounds (the
+// order flips every round), with direct I/O so that every read(2) is one FUSE
+// READ, on this 2-CPU machine under a load average of 12-20 from other work:
+// the absolute figures are noisy, the ratios are from the same run. Seven
+// runs each, the range of devfuse/uring (> 1: io_uring faster):
 //
-//	4 KiB pread    /dev/fuse 21-33 µs, io_uring 12-15 µs: 1.55-2.3x (1.3x at load 20)
-//	1 MiB pread    /dev/fuse 0.50-0.74 ms, io_uring 0.43-0.58 ms: 1.05-1.29x (0.94x once)
-//
-// Through fusefs (fusefs BenchmarkIoUringRatio: a RAM-tier file read with
-// O_DIRECT through a /dev/fuse mount and an io_uring mount, load average
-// 15-19):
-//
-//	4 KiB pread    /dev/fuse 44-88 µs, io_uring 16-39 µs: 2.2-2.7x
-//	1 MiB pread    /dev/fuse 0.64-0.68 ms, io_uring 0.47-0.50 ms: 1.28-1.40x
+//	through fusefs, RAM-tier file (fusefs BenchmarkIoUringRatio)
+//	  4 KiB pread   /dev/fuse 44-88 µs, io_uring 16-39 µs   1.75-3.1x
+//	  1 MiB pread   /dev/fuse 0.64-0.77 ms, io_uring 0.43-0.62 ms   1.20-1.58x
+//	bare transport, in-memory file (BenchmarkTransportRatio)
+//	  4 KiB pread   /dev/fuse 21-74 µs, io_uring 12-59 µs   1.25-2.3x
+//	  1 MiB pread   /dev/fuse 0.50-0.75 ms, io_uring 0.43-0.62 ms   0.94-1.29x
 //
 // perf stat over 50000 4 KiB reads: 2.7 context switches and 30 µs of CPU per
 // read over /dev/fuse, 2.2 and 25 µs over io_uring. With a Read that returned
