@@ -85,6 +85,9 @@ func newTestMountOpts(t testing.TB, mode files.Mode, mopts Options) *testMount {
 		}
 	}
 	srv, err := Mount(tm.dir, fsys, mopts)
+	if errors.Is(err, fuseuring.ErrUnsupported) {
+		t.Skipf("kernel refuses FUSE over io_uring: %v", err)
+	}
 	if err != nil {
 		syscall.Unmount(tm.dir, syscall.MNT_DETACH)
 		t.Fatalf("Mount: %v", err)
