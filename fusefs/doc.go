@@ -113,6 +113,14 @@
 // security.* xattrs are answered ENODATA by go-fuse (IgnoreSecurityLabels);
 // user.* xattrs are served by the file layer.
 //
+// # Transport
+//
+// Requests reach the daemon over /dev/fuse reads (go-fuse's server) or,
+// with Options.IoUring, over the kernel's per-CPU FUSE io_uring queues
+// (internal/fuseuring), answered by the same go-fuse code: the nodes cannot
+// tell. Over io_uring a request is answered by a thread pinned to the CPU
+// that made it; INIT, FORGET and notifications still use /dev/fuse.
+//
 // # Errors
 //
 // toErrno is the only translation from the file layer's errors to errno.

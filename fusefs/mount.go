@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/internal/fuseuring"
 	"github.com/iowarp/iowarp/internal/sys"
 )
 
@@ -57,6 +58,11 @@ type Options struct {
 	// Metrics, if not nil, gets the latency of every request by opcode
 	// (latency.go): two clock reads and three atomic adds per request.
 	Metrics *RequestMetrics
+	// IoUring says whether requests reach the daemon over the kernel's
+	// per-CPU FUSE io_uring queues (internal/fuseuring) instead of
+	// /dev/fuse reads: off (the zero value), auto (when the kernel offers
+	// it, else /dev/fuse), on (required).
+	IoUring fuseuring.Mode
 }
 
 // KeepCache says whether the kernel page cache of a file survives open(2).
@@ -80,9 +86,16 @@ const (
 
 // Server is a mounted file system. Safe for concurrent use.
 type Server struct {
-	srv  *fuse.Server
-	dir  string
-	omni *omniFS // nil without Options.OMNI
+	srv   mounted
+	dir   string
+	omni  *omniFS // nil without Options.OMNI
+	uring bool
+}
+
+// mounted is go-fuse's server (/dev/fuse) or fuseuring's (io_uring).
+type mounted interface {
+	Unmount() error
+	Wait()
 }
 
 // Mount mounts fsys on dir and serves it until Unmount. The caller must be
@@ -95,7 +108,7 @@ func Mount(dir string, fsys *files.FS, opts Options) (*Server, error) {
 	}
 	root.m.omni = newOMNI(root.m, dir, opts.OMNI)
 	fopts := fsOptions(rootAttr, opts)
-	srv, err := serveFS(dir, root, fopts, opts.Metrics)
+	srv, uring, err := serve(dir, root, fopts, opts.IoUring, opts.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
@@ -109,7 +122,7 @@ func Mount(dir string, fsys *files.FS, opts Options) (*Server, error) {
 			logrus.Warnf("mount %s: %v", dir, err)
 		}
 	}
-	return &Server{srv: srv, dir: dir, omni: root.m.omni}, nil
+	return &Server{srv: srv, dir: dir, omni: root.m.omni, uring: uring}, nil
 }
 
 // userMount reports whether the mount is made by a user without root:
@@ -118,23 +131,38 @@ func Mount(dir string, fsys *files.FS, opts Options) (*Server, error) {
 // no helper binary, and a failure is the kernel's own error.
 func userMount() bool { return os.Geteuid() != 0 }
 
-// serveFS is fs.Mount, with the raw file system wrapped in a timedFS
-// when m is not nil.
-func serveFS(dir string, root fs.InodeEmbedder, fopts *fs.Options, m *RequestMetrics) (*fuse.Server, error) {
-	if m == nil {
-		return fs.Mount(dir, root, fopts)
+// serve mounts root and serves its requests over /dev/fuse or io_uring,
+// with the raw file system wrapped in a timedFS when m is not nil.
+func serve(dir string, root fs.InodeEmbedder, fopts *fs.Options, mode fuseuring.Mode, m *RequestMetrics) (mounted, bool, error) {
+	var raw fuse.RawFileSystem = fs.NewNodeFS(root, fopts)
+	if m != nil {
+		raw = &timedFS{RawFileSystem: raw, m: m}
 	}
-	raw := &timedFS{RawFileSystem: fs.NewNodeFS(root, fopts), m: m}
-	srv, err := fuse.NewServer(raw, dir, &fopts.MountOptions)
+	if mode == fuseuring.Off {
+		srv, err := fuse.NewServer(raw, dir, &fopts.MountOptions)
+		if err != nil {
+			return nil, false, err
+		}
+		go srv.Serve()
+		if err := srv.WaitMount(); err != nil {
+			return nil, false, err
+		}
+		return srv, false, nil
+	}
+	srv, fallback, err := fuseuring.Mount(dir, raw, fopts.MountOptions, mode, fuseuring.Config{})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	go srv.Serve()
-	if err := srv.WaitMount(); err != nil {
-		return nil, err
+	if fallback != nil {
+		logrus.Infof("mount %s: FUSE over /dev/fuse (io_uring not used: %v)", dir, fallback)
+	} else {
+		logrus.Infof("mount %s: FUSE requests over io_uring", dir)
 	}
-	return srv, nil
+	return srv, srv.Uring(), nil
 }
+
+// Uring reports whether requests reach the daemon over io_uring.
+func (s *Server) Uring() bool { return s.uring }
 
 func orDefault(d, def time.Duration) time.Duration {
 	if d == 0 {

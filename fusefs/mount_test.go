@@ -14,6 +14,7 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/internal/fuseuring"
 	"github.com/iowarp/iowarp/internal/leakcheck"
 	"github.com/iowarp/iowarp/posixtest"
 )
@@ -45,7 +46,7 @@ func newTestMount(t *testing.T, mode files.Mode) *testMount {
 	return newTestMountOpts(t, mode, Options{})
 }
 
-func newTestMountOpts(t *testing.T, mode files.Mode, mopts Options) *testMount {
+func newTestMountOpts(t testing.TB, mode files.Mode, mopts Options) *testMount {
 	t.Helper()
 	base := t.TempDir()
 	tm := &testMount{dir: filepath.Join(base, "mnt")}
@@ -78,7 +79,15 @@ func newTestMountOpts(t *testing.T, mode files.Mode, mopts Options) *testMount {
 			t.Errorf("files.Close: %v", err)
 		}
 	})
+	if mopts.IoUring == fuseuring.On {
+		if err := fuseuring.Enable(); err != nil {
+			t.Skipf("FUSE over io_uring: %v", err)
+		}
+	}
 	srv, err := Mount(tm.dir, fsys, mopts)
+	if errors.Is(err, fuseuring.ErrUnsupported) {
+		t.Skipf("kernel refuses FUSE over io_uring: %v", err)
+	}
 	if err != nil {
 		syscall.Unmount(tm.dir, syscall.MNT_DETACH)
 		t.Fatalf("Mount: %v", err)
@@ -88,7 +97,7 @@ func newTestMountOpts(t *testing.T, mode files.Mode, mopts Options) *testMount {
 	return tm
 }
 
-func unmount(t *testing.T, srv *Server, dir string) {
+func unmount(t testing.TB, srv *Server, dir string) {
 	var err error
 	for range 50 {
 		if err = srv.Unmount(); err == nil {
@@ -162,7 +171,8 @@ func variants() []variant {
 	for _, m := range modes {
 		vs = append(vs, variant{string(m), m, Options{}})
 	}
-	return append(vs, variant{"writeback-cache", files.Writeback, Options{WritebackCache: true}})
+	return append(vs, variant{"writeback-cache", files.Writeback, Options{WritebackCache: true}},
+		variant{"io_uring", files.Writeback, Options{IoUring: fuseuring.On}})
 }
 
 // TestPosixCompare runs every case of our suite on tmpfs and on a mount

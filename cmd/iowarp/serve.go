@@ -20,6 +20,7 @@ import (
 	"github.com/iowarp/iowarp/internal/host"
 	"github.com/iowarp/iowarp/internal/metrics"
 	"github.com/iowarp/iowarp/internal/mountinfo"
+	"github.com/iowarp/iowarp/internal/fuseuring"
 	"github.com/iowarp/iowarp/internal/sys"
 	"github.com/iowarp/iowarp/internal/units"
 	"github.com/iowarp/iowarp/runtime/config"
@@ -171,7 +172,12 @@ func (d *daemon) open() error {
 	}
 	// The views log helper failures themselves, one line each.
 	d.fmts = helper.New(helper.Options{Size: 2, Deadline: omniDeadline, MemoryLimit: uint64(cfg.FormatHelperMemory)})
+	uring, err := fuseuring.ParseMode(cfg.FuseIoUring)
+	if err != nil {
+		return err
+	}
 	d.srv, err = fusefs.Mount(cfg.Mount, d.fsys, fusefs.Options{
+		IoUring:        uring,
 		AllowOther:     cfg.AllowOther,
 		Debug:          logrus.IsLevelEnabled(logrus.TraceLevel),
 		Passthrough:    cfg.Passthrough,

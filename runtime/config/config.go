@@ -49,6 +49,7 @@ type Config struct {
 	AllowOther       bool
 	Passthrough      bool
 	WritebackCache   bool     // the kernel's FUSE writeback cache (fusefs.Options.WritebackCache)
+	FuseIoUring      string   // auto | on | off: FUSE requests over io_uring (fusefs.Options.IoUring)
 	ControlDir       string   // "" = control.DefaultDir()
 	MetricsListen    string   // host:port of the Prometheus endpoint; "" = off
 	Modules          []string // module plugins (.so) loaded at start (config_modules.go)

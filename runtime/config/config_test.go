@@ -78,6 +78,7 @@ log_level: debug
 allow_other: true
 passthrough: false
 writeback_cache: true
+fuse_io_uring: off
 control_dir: /run/user/1000/iowarp
 metrics_listen: 127.0.0.1:9464
 modules:
@@ -111,6 +112,7 @@ modules:
 		{"allow_other", c.AllowOther, true},
 		{"passthrough", c.Passthrough, false},
 		{"writeback_cache", c.WritebackCache, true},
+		{"fuse_io_uring", c.FuseIoUring, "off"},
 		{"control_dir", c.ControlDir, "/run/user/1000/iowarp"},
 		{"metrics_listen", c.MetricsListen, "127.0.0.1:9464"},
 		{"modules", len(c.Modules), 1},
@@ -183,7 +185,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad size", "tiers:\n  - name: ram\n    kind: ram\n    capacity: 64MiB\n  - name: nvme\n    kind: file\n    dir: /nvme\n    capacity: 12XB\n",
 			`c.yaml:8: tiers[1].capacity: "12XB" is not a size`},
 		{"unknown key", "mount: /x\nbakcing: /y\n",
-			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, drain_timeout, flush_on_close, flushers, format_helper_memory, log_level, metrics_listen, mode, modules, mount, no_space_wait, oom_score_adj, organizer, page_size, passthrough, placement, readahead, scratch_dir, tiers, writeback_cache)`},
+			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, control_dir, drain_timeout, flush_on_close, flushers, format_helper_memory, fuse_io_uring, log_level, metrics_listen, mode, modules, mount, no_space_wait, oom_score_adj, organizer, page_size, passthrough, placement, readahead, scratch_dir, tiers, writeback_cache)`},
 		{"helper memory too small", "format_helper_memory: 64MiB\n",
 			`c.yaml:1: format_helper_memory: "64MiB": 0 (the default) or at least 1GiB`},
 		{"unknown tier key", "tiers:\n  - name: r\n    kind: ram\n    size: 1G\n",
@@ -198,6 +200,8 @@ func TestParseErrors(t *testing.T) {
 			`c.yaml:1: placement: "best" is not one of minimize_io_time, round_robin, random`},
 		{"bad kind", "tiers:\n  - {name: g, kind: gpu, capacity: 1G}\n",
 			`c.yaml:2: tiers[0].kind: "gpu" is not one of ram, file`},
+		{"bad fuse_io_uring", "fuse_io_uring: yes\n",
+			`c.yaml:1: fuse_io_uring: "yes" is not one of auto, on, off`},
 		{"bad bool", "flush_on_close: maybe\n",
 			`c.yaml:1: flush_on_close: "maybe" is not true or false`},
 		{"bad integer", "flushers: many\n",
@@ -320,7 +324,7 @@ func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
 	for _, k := range []string{"mount:", "backing:", "mode:", "page_size:", "flush_on_close:", "flushers:",
 		"backing_bandwidth:", "no_space_wait:", "scratch_dir:", "tiers:", "high_watermark:", "low_watermark:",
 		"placement:", "organizer:", "interval:", "promote_reads:", "log_level:", "allow_other:",
-		"passthrough:", "writeback_cache:", "control_dir:", "metrics_listen:", "modules:", "format_helper_memory:", "readahead:"} {
+		"passthrough:", "writeback_cache:", "control_dir:", "metrics_listen:", "fuse_io_uring:", "modules:", "format_helper_memory:", "readahead:"} {
 		if !strings.Contains(y, k) {
 			t.Errorf("default.yaml does not mention %s", k)
 		}

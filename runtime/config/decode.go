@@ -53,6 +53,7 @@ func (d *decoder) top(n *yaml.Node) error {
 		"allow_other":          d.boolean(&c.AllowOther),
 		"passthrough":          d.boolean(&c.Passthrough),
 		"writeback_cache":      d.boolean(&c.WritebackCache),
+		"fuse_io_uring":        d.enum(&c.FuseIoUring, "auto", "on", "off"),
 		"control_dir":          d.str(&c.ControlDir),
 		"metrics_listen":       d.str(&c.MetricsListen),
 		"modules":              d.modules,
