@@ -107,3 +107,75 @@ func TestShimLease(t *testing.T) {
 	}
 	checkAccounting(t, p)
 }
+
+// TestShimLeaseStats: the pool's lease counters (iowarp stat) follow a
+// lease through its life: the refill reserves it, the pages a shim
+// creates with it are adopted out of it, a page created past it is
+// dropped, and the rest is returned on ReturnShimLease or when the bucket
+// is deleted with a lease held.
+func TestShimLeaseStats(t *testing.T) {
+	const ps = 64 << 10
+	alloc := roundUp(ps)
+	p := testPool(t, 64*ps, 16*ps)
+	b := mustBucket(t, p, "f", ps)
+	_, dfd, err := b.PageTable(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(what string, w LeaseStats) {
+		t.Helper()
+		if got := p.Stats().LeaseStats; got != w {
+			t.Fatalf("%s: lease stats %+v, want %+v", what, got, w)
+		}
+		checkAccounting(t, p)
+	}
+	want("before any lease", LeaseStats{})
+	if got := b.RefillShimLease(4); got != 4 {
+		t.Fatalf("lease of %d pages, want 4", got)
+	}
+	want("refilled", LeaseStats{LeaseBytes: 4 * alloc, LeaseRefills: 1})
+	if got := b.RefillShimLease(4); got != 4 {
+		t.Fatalf("lease of %d pages, want 4", got)
+	}
+	want("a refill with the lease full reserves nothing", LeaseStats{LeaseBytes: 4 * alloc, LeaseRefills: 1})
+	pt := b.pt
+	cover := int64(atomic.LoadUint64(pt.word(ptOffCover)))
+	seg, err := unix.Mmap(dfd, 0, int(cover), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(seg)
+	for i := int64(0); i < 3; i++ {
+		if !shimCreate(pt, seg, i, ps, 'a') {
+			t.Fatalf("page %d refused", i)
+		}
+	}
+	b.HarvestShim()
+	want("3 pages created", LeaseStats{LeaseBytes: alloc, LeaseRefills: 1, ShimPagesAdopted: 3})
+	b.ReturnShimLease()
+	want("returned", LeaseStats{LeaseRefills: 1, LeasesReturned: 1, LeaseReturnedBytes: uint64(alloc), ShimPagesAdopted: 3})
+	b.ReturnShimLease()
+	want("an empty lease returned again", LeaseStats{LeaseRefills: 1, LeasesReturned: 1, LeaseReturnedBytes: uint64(alloc), ShimPagesAdopted: 3})
+	// A client that sets the bits of a page it holds no lease for, past
+	// the segment's cover: the page is dropped.
+	i := atomic.LoadUint64(pt.word(ptOffCover))/ps + 1
+	atomic.OrUint64(&pt.bits[i/64], 1<<(i%64))
+	atomic.OrUint64(&pt.dirty[i/64], 1<<(i%64))
+	atomic.OrUint64(pt.word(ptOffHint), abi.PTHintDirty|abi.PTHintNew)
+	b.HarvestShim()
+	st := p.Stats().LeaseStats
+	if st.ShimPagesDropped != 1 || st.ShimPagesAdopted != 3 {
+		t.Fatalf("a page created past the lease: %+v", st)
+	}
+	if got := b.RefillShimLease(2); got != 2 {
+		t.Fatalf("lease of %d pages, want 2", got)
+	}
+	if err := p.DeleteBucket("f"); err != nil {
+		t.Fatal(err)
+	}
+	st = p.Stats().LeaseStats
+	if st.LeaseBytes != 0 || st.LeasesReturned != 2 || st.LeaseReturnedBytes != uint64(3*alloc) {
+		t.Fatalf("after the bucket with a lease was deleted: %+v", st)
+	}
+	checkAccounting(t, p)
+}
