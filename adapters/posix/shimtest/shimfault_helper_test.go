@@ -148,6 +148,7 @@ type faultStat struct {
 		LeaseRefilled *int64 `json:"shim_lease_refills"`
 	} `json:"pool"`
 	DirtyBytes int64 `json:"dirty_bytes"`
+	OpenFiles  int64 `json:"open_files"`
 }
 
 // stat is `iowarp stat --json` of the daemon; it fails the test on any
@@ -192,6 +193,17 @@ func parseFaultStat(out []byte) (faultStat, error) {
 		return st, fmt.Errorf("iowarp stat --json has no shim lease counters: %s", out)
 	}
 	return st, nil
+}
+
+// String is the part of st the fault tests look at.
+func (st faultStat) String() string {
+	p := st.Pool
+	s := ""
+	for _, tr := range p.Tiers {
+		s += fmt.Sprintf("tier %s: %d of %d bytes, %d blobs; ", tr.Name, tr.Used, tr.Capacity, tr.Blobs)
+	}
+	return s + fmt.Sprintf("%d open files; leased %d bytes, %d refills, %d returned (%d bytes), %d pages adopted, %d dropped",
+		st.OpenFiles, *p.LeaseBytes, *p.LeaseRefilled, *p.LeasesBack, *p.LeaseBackB, *p.LeaseAdopted, *p.LeaseDropped)
 }
 
 // overCapacity names a tier of st that uses more than its capacity.
