@@ -27,6 +27,13 @@ import (
 // also covers a client killed in the middle of an extend. A shim that
 // finds the lease empty takes the kernel path: nothing is lost.
 //
+// Leases are capacity no page fills yet, so they must not push data out
+// of the tier: a refill takes at most a quarter of the room left below
+// the first tier's low watermark (idle leases alone never set the
+// organizer moving pages), and when the tier passes its high watermark,
+// or under memory pressure (Shed), every lease goes back before a page
+// moves (returnLeases); the owners refill them within what is left.
+//
 // A page the daemon creates on a lower tier while the table exists lies
 // inside the shared size at once (enterTierLocked raises it past the
 // page's first byte), so no shim creates a second copy of it.
@@ -49,9 +56,11 @@ func (b *Bucket) RefillShimLease(pages int64) int64 {
 	}
 	ts := b.p.tiers[0]
 	want := pages - credit
-	// A lease takes at most a quarter of the room left: other files and
-	// the kernel path keep the rest.
-	if free := (ts.limit() - ts.used.Load()) / 4 / alloc; want > free {
+	// A lease takes at most a quarter of the room left below the tier's
+	// low watermark: other files and the kernel path keep the rest, and
+	// leases (capacity no page fills yet) never make the organizer move
+	// data on their own.
+	if free := (min(ts.low, ts.limit()) - ts.used.Load()) / 4 / alloc; want > free {
 		want = max(free, 0)
 	}
 	for want > 0 && !ts.reserve(want*alloc) {
@@ -128,6 +137,25 @@ func (c *leaseCounters) stats() LeaseStats {
 		LeaseBytes: c.bytes.Load(), LeaseRefills: c.refills.Load(),
 		LeasesReturned: c.returned.Load(), LeaseReturnedBytes: c.returnedBytes.Load(),
 		ShimPagesAdopted: c.adopted.Load(), ShimPagesDropped: c.dropped.Load(),
+	}
+}
+
+// returnLeases gives back the shim leases of every bucket (the organizer
+// and Shed, when the first tier is short of room: a lease is capacity no
+// page fills yet, and data must not move to keep it). The owners refill
+// them within what is left (RefillShimLease); shims meanwhile take the
+// kernel path.
+func (p *Pool) returnLeases() {
+	if p.lease.bytes.Load() == 0 {
+		return
+	}
+	for _, b := range p.snapshot() {
+		b.mu.RLock()
+		held := b.leased > 0
+		b.mu.RUnlock()
+		if held {
+			b.ReturnShimLease()
+		}
 	}
 }
 
