@@ -1,6 +1,7 @@
 package shimtest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -116,4 +117,54 @@ func syncFile(t *testing.T, p string) {
 	if err := f.Sync(); err != nil {
 		t.Fatalf("fsync %s: %v", p, err)
 	}
+}
+
+// TestShimFaultClientKilledFullTier: a shim client killed -9 while it
+// extends a file in a RAM-only tier that is full (its writes wait on the
+// kernel path for the slow write-back to free room), next to another shim
+// writer bursting past the tier too: the other writer's file is complete,
+// the dead one's exact up to its size, and once both are gone nothing is
+// leased and the tier holds pages only, never more than its capacity.
+func TestShimFaultClientKilledFullTier(t *testing.T) {
+	bin := cc(t, "faultw", "gcc")
+	setup(t)
+	d := newFaultDaemon(t, "16MiB", "", "backing_bandwidth: 20MiB/s\n")
+	d.start()
+	victimPath := filepath.Join(d.dir, "victim.bin")
+	victim := startWriter(t, bin, victimPath)
+	victim.expect("loop", "looping")
+	other := startWriter(t, bin, filepath.Join(d.dir, "other.bin"))
+	const n = 24<<20 + 5
+	fmt.Fprintf(other.in, "w %d\n", n)
+	// Kill the victim once the tier is full and it is past 8 MiB.
+	if st, ok := d.waitStat(func(st faultStat) bool {
+		fi, err := os.Stat(victimPath)
+		r := st.Pool.Tiers[0]
+		return err == nil && fi.Size() > 8<<20 && r.Used+2<<20 > r.Capacity
+	}); !ok {
+		t.Fatalf("the tier did not fill: %v", st)
+	}
+	victim.kill()
+	if r := other.close(); r.FastWrite+r.KernelWrite != n {
+		t.Fatalf("the other writer: %+v, want %d bytes written", r, n)
+	}
+	st, ok := d.waitStat(func(st faultStat) bool {
+		r := st.Pool.Tiers[0]
+		return st.OpenFiles == 0 && *st.Pool.LeaseBytes == 0 && r.Used == r.Blobs<<20
+	})
+	if !ok {
+		t.Fatalf("with both clients gone: %v", st)
+	}
+	if msg := st.overCapacity(); msg != "" {
+		t.Fatal(msg)
+	}
+	if got := requirePattern(t, "the other writer's file", filepath.Join(d.dir, "other.bin"), n); got != n {
+		t.Fatalf("the other writer's file: %d bytes, want %d", got, n)
+	}
+	size := requirePattern(t, "the dead client's file", victimPath, 8<<20)
+	d.term()
+	if got := requirePattern(t, "the dead client's file in the backing dir", filepath.Join(d.back, "victim.bin"), size); got != size {
+		t.Fatalf("backing victim.bin: %d bytes, the mount had %d", got, size)
+	}
+	requirePattern(t, "the other writer's file in the backing dir", filepath.Join(d.back, "other.bin"), n)
 }
