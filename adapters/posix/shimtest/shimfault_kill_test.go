@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -167,4 +170,53 @@ func TestShimFaultClientKilledFullTier(t *testing.T) {
 		t.Fatalf("backing victim.bin: %d bytes, the mount had %d", got, size)
 	}
 	requirePattern(t, "the other writer's file in the backing dir", filepath.Join(d.back, "other.bin"), n)
+}
+
+// TestShimFaultClientKilledForked: a shim client that forked a child
+// (which keeps the fd, and the maps, but never writes through them: a
+// forked child of the shim takes the kernel path) is killed -9 in the
+// middle of extending the file. The kernel releases no fd (the child
+// holds it), so the daemon tells the client's end by its process: its
+// lease is given back while the child lives, and a new shim client
+// extends the file on the fast path.
+func TestShimFaultClientKilledForked(t *testing.T) {
+	bin := cc(t, "faultw", "gcc")
+	setup(t)
+	d := newFaultDaemon(t, "256MiB", "", "")
+	d.start()
+	p := filepath.Join(d.dir, "forked.bin")
+	w := startWriter(t, bin, p)
+	w.expect("w 1048576", "ok 1048576")
+	var child int
+	if line := w.do("fork"); !strings.HasPrefix(line, "forked ") {
+		t.Fatalf("faultw fork: %q", line)
+	} else if child, _ = strconv.Atoi(strings.TrimPrefix(line, "forked ")); child <= 0 {
+		t.Fatalf("faultw fork: %q", line)
+	}
+	t.Cleanup(func() { syscall.Kill(child, syscall.SIGKILL) })
+	if st := d.stat(); *st.Pool.LeaseBytes == 0 {
+		t.Fatalf("no lease while the client writes: %v", st)
+	}
+	w.expect("loop", "looping")
+	if _, ok := d.waitStat(func(faultStat) bool {
+		fi, err := os.Stat(p)
+		return err == nil && fi.Size() > 8<<20
+	}); !ok {
+		t.Fatal("the looping writer did not reach 8 MiB")
+	}
+	w.cmd.Process.Signal(syscall.SIGKILL) // its child keeps stderr open: no Wait yet
+	st, ok := d.waitStat(func(st faultStat) bool {
+		r := st.Pool.Tiers[0]
+		return *st.Pool.LeaseBytes == 0 && r.Used == r.Blobs<<20
+	})
+	if !ok {
+		t.Fatalf("the lease of a client killed -9 stays while its forked child holds the fd: %v", st)
+	}
+	size := requirePattern(t, "the dead client's file", p, 8<<20)
+	again := startWriter(t, bin, p)
+	again.expect("w 4194305", "ok 4194305")
+	requireFastWrites(t, again.close(), 4194305)
+	syscall.Kill(child, syscall.SIGKILL)
+	w.cmd.Wait()
+	t.Logf("the dead client wrote %d bytes", size)
 }

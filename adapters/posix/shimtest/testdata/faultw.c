@@ -6,7 +6,10 @@
  *   "fsync"     fsync(2), prints "synced";
  *   "fdatasync" fdatasync(2), prints "synced";
  *   "loop"      prints "looping" and appends the pattern in 64 KiB + 1
- *               byte calls until it is killed (or a write fails).
+ *               byte calls until it is killed (or a write fails);
+ *   "fork"      forks a child that keeps the fd (and the maps the shim
+ *               inherited) and waits in pause(2) to be killed, and
+ *               prints "forked PID".
  * The byte at offset o is pat(o) (shimfault_helper_test.go has the same
  * function), so a reader can check any prefix of the file. At EOF it
  * closes the file and prints "closed". */
@@ -63,6 +66,18 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			printf("synced\n");
+			continue;
+		}
+		if (strncmp(line, "fork", 4) == 0) {
+			pid_t pid = fork();
+			if (pid < 0) {
+				perror("fork");
+				return 1;
+			}
+			if (pid == 0)
+				for (;;)
+					pause();
+			printf("forked %d\n", (int)pid);
 			continue;
 		}
 		if (strncmp(line, "loop", 4) == 0) {
