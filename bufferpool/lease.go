@@ -29,8 +29,8 @@ import (
 //
 // Leases are capacity no page fills yet, so they must not push data out
 // of the tier: a refill takes at most a quarter of the room left below
-// the first tier's low watermark (idle leases alone never set the
-// organizer moving pages), and when the tier passes its high watermark,
+// the first tier's high watermark (idle leases alone never set the
+// organizer moving pages), and when the tier passes that watermark,
 // or under memory pressure (Shed), every lease goes back before a page
 // moves (returnLeases); the owners refill them within what is left.
 //
@@ -57,10 +57,11 @@ func (b *Bucket) RefillShimLease(pages int64) int64 {
 	ts := b.p.tiers[0]
 	want := pages - credit
 	// A lease takes at most a quarter of the room left below the tier's
-	// low watermark: other files and the kernel path keep the rest, and
+	// high watermark: other files and the kernel path keep the rest, and
 	// leases (capacity no page fills yet) never make the organizer move
-	// data on their own.
-	if free := (min(ts.low, ts.limit()) - ts.used.Load()) / 4 / alloc; want > free {
+	// data on their own (it starts past the high watermark, and returns
+	// the leases first: returnLeases).
+	if free := (min(ts.high, ts.limit()) - ts.used.Load()) / 4 / alloc; want > free {
 		want = max(free, 0)
 	}
 	for want > 0 && !ts.reserve(want*alloc) {

@@ -49,10 +49,10 @@ func TestShimLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A quarter of the 44 pages below the low watermark (0.7 of 64).
-	const n = 11
+	// A quarter of the 57 pages below the high watermark (0.9 of 64).
+	const n = 14
 	if got := b.RefillShimLease(32); got != n {
-		t.Fatalf("lease of %d pages, want %d (a quarter of the room below the low watermark)", got, n)
+		t.Fatalf("lease of %d pages, want %d (a quarter of the room below the high watermark)", got, n)
 	}
 	ts := p.tiers[0]
 	if u := ts.used.Load(); u != n*roundUp(ps) {
@@ -184,9 +184,9 @@ func TestShimLeaseStats(t *testing.T) {
 
 // TestShimLeaseLeavesDataAlone: leases of files that are open for writing
 // but idle (the owner tops them up on every harvest tick) never make the
-// organizer move data: on their own they stay below the first tier's low
-// watermark, and when data pass the high watermark the leases go back
-// before any page is demoted. Memory pressure (Shed) gives the leases
+// organizer move data: on their own they stay below the first tier's high
+// watermark, where the organizer starts, and when data pass it the leases
+// go back before any page is demoted. Memory pressure (Shed) gives the leases
 // back first too, and measures what it keeps in pages, not leases.
 func TestShimLeaseLeavesDataAlone(t *testing.T) {
 	const ps = 64 << 10
@@ -211,8 +211,8 @@ func TestShimLeaseLeavesDataAlone(t *testing.T) {
 			b.RefillShimLease(64)
 		}
 	}
-	if u := ts.used.Load(); u > ts.low {
-		t.Fatalf("idle leases took the first tier to %d bytes, past its low watermark %d", u, ts.low)
+	if u := ts.used.Load(); u > ts.high {
+		t.Fatalf("idle leases took the first tier to %d bytes, past its high watermark %d", u, ts.high)
 	}
 	if p.Stats().LeaseBytes == 0 {
 		t.Fatal("no lease at all")
