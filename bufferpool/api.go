@@ -128,4 +128,24 @@ type Stats struct {
 	DirtyBytes int64       `json:"dirty_bytes"`
 	Hits       uint64      `json:"hits"`   // reads served by a resident blob
 	Misses     uint64      `json:"misses"` // reads that needed a Filler
+	LeaseStats
+}
+
+// LeaseStats counts the shim leases of first-tier capacity (lease.go).
+type LeaseStats struct {
+	// LeaseBytes is the first-tier capacity reserved for leases now
+	// (part of the first tier's Used): what shims may still fill with new
+	// pages before they ask for more.
+	LeaseBytes int64 `json:"shim_lease_bytes"`
+	// LeaseRefills counts the refills that reserved capacity.
+	LeaseRefills uint64 `json:"shim_lease_refills"`
+	// LeasesReturned counts the leases given back with capacity left
+	// (the last read-write map of a file released, a client's death
+	// included; the file dropped), LeaseReturnedBytes that capacity.
+	LeasesReturned     uint64 `json:"shim_leases_returned"`
+	LeaseReturnedBytes uint64 `json:"shim_lease_returned_bytes"`
+	// ShimPagesAdopted counts the pages shims created that became
+	// blobs; ShimPagesDropped those a shim created past its lease.
+	ShimPagesAdopted uint64 `json:"shim_pages_adopted"`
+	ShimPagesDropped uint64 `json:"shim_pages_dropped"`
 }

@@ -65,8 +65,15 @@ func checkAccounting(t *testing.T, p *Pool) {
 	used := make([]int64, len(p.tiers))
 	dirty := make([]int64, len(p.tiers))
 	count := make([]int64, len(p.tiers))
+	var leased int64
+	defer func() {
+		if got := p.lease.bytes.Load(); got != leased {
+			t.Errorf("pool counts %d bytes leased, the buckets hold %d", got, leased)
+		}
+	}()
 	for _, b := range p.snapshot() {
 		b.mu.RLock()
+		leased += b.leased
 		nd := 0
 		add := func(bl *blob) {
 			used[bl.tier] += bl.alloc

@@ -27,6 +27,13 @@ import (
 // also covers a client killed in the middle of an extend. A shim that
 // finds the lease empty takes the kernel path: nothing is lost.
 //
+// Leases are capacity no page fills yet, so they must not push data out
+// of the tier: a refill takes at most a quarter of the room left below
+// the first tier's high watermark (idle leases alone never set the
+// organizer moving pages), and when the tier passes that watermark,
+// or under memory pressure (Shed), every lease goes back before a page
+// moves (returnLeases); the owners refill them within what is left.
+//
 // A page the daemon creates on a lower tier while the table exists lies
 // inside the shared size at once (enterTierLocked raises it past the
 // page's first byte), so no shim creates a second copy of it.
@@ -49,15 +56,21 @@ func (b *Bucket) RefillShimLease(pages int64) int64 {
 	}
 	ts := b.p.tiers[0]
 	want := pages - credit
-	// A lease takes at most a quarter of the room left: other files and
-	// the kernel path keep the rest.
-	if free := (ts.limit() - ts.used.Load()) / 4 / alloc; want > free {
+	// A lease takes at most a quarter of the room left below the tier's
+	// high watermark: other files and the kernel path keep the rest, and
+	// leases (capacity no page fills yet) never make the organizer move
+	// data on their own (it starts past the high watermark, and returns
+	// the leases first: returnLeases).
+	if free := (min(ts.high, ts.limit()) - ts.used.Load()) / 4 / alloc; want > free {
 		want = max(free, 0)
 	}
 	for want > 0 && !ts.reserve(want*alloc) {
 		want /= 2
 	}
-	b.leased += want * alloc
+	if want > 0 {
+		b.leaseAddLocked(want * alloc)
+		b.p.lease.refills.Add(1)
+	}
 	credit += want
 	end := roundUpTo(atomic.LoadInt64(pt.size()), b.pageSize) + 2*credit*b.pageSize
 	if end > ptMaxPages*b.pageSize {
@@ -97,9 +110,53 @@ func (b *Bucket) returnLeaseLocked() {
 	if pt := b.pt; pt != nil {
 		atomic.StoreInt64(pt.word64(ptOffLease), 0)
 	}
-	if b.leased > 0 {
-		b.p.tiers[0].release(b.leased)
-		b.leased = 0
+	if n := b.leased; n > 0 {
+		b.leaseAddLocked(-n)
+		b.p.tiers[0].release(n)
+		b.p.lease.returned.Add(1)
+		b.p.lease.returnedBytes.Add(uint64(n))
+	}
+}
+
+// leaseAddLocked changes the capacity reserved for the bucket's lease by n
+// bytes (the tier's accounting is the caller's).
+func (b *Bucket) leaseAddLocked(n int64) {
+	b.leased += n
+	b.p.lease.bytes.Add(n)
+}
+
+// leaseCounters are the pool's LeaseStats.
+type leaseCounters struct {
+	bytes             atomic.Int64
+	refills, returned atomic.Uint64
+	returnedBytes     atomic.Uint64
+	adopted, dropped  atomic.Uint64
+}
+
+func (c *leaseCounters) stats() LeaseStats {
+	return LeaseStats{
+		LeaseBytes: c.bytes.Load(), LeaseRefills: c.refills.Load(),
+		LeasesReturned: c.returned.Load(), LeaseReturnedBytes: c.returnedBytes.Load(),
+		ShimPagesAdopted: c.adopted.Load(), ShimPagesDropped: c.dropped.Load(),
+	}
+}
+
+// returnLeases gives back the shim leases of every bucket (the organizer
+// and Shed, when the first tier is short of room: a lease is capacity no
+// page fills yet, and data must not move to keep it). The owners refill
+// them within what is left (RefillShimLease); shims meanwhile take the
+// kernel path.
+func (p *Pool) returnLeases() {
+	if p.lease.bytes.Load() == 0 {
+		return
+	}
+	for _, b := range p.snapshot() {
+		b.mu.RLock()
+		held := b.leased > 0
+		b.mu.RUnlock()
+		if held {
+			b.ReturnShimLease()
+		}
 	}
 }
 
@@ -153,13 +210,14 @@ func (b *Bucket) adoptLocked(pt *pageTable, i int64, now int64) bool {
 	resident := atomic.LoadUint64(&pt.bits[w])&bit != 0
 	ok := resident && (i+1)*b.pageSize <= pt.cover && b.segs[0] != nil
 	if ok && b.leased >= alloc {
-		b.leased -= alloc
+		b.leaseAddLocked(-alloc)
 	} else if ok && !b.p.tiers[0].reserve(alloc) {
 		ok = false
 	}
 	if !ok {
 		atomic.AndUint64(&pt.dirty[w], ^bit)
 		if resident {
+			b.p.lease.dropped.Add(1)
 			// A hostile client can set every bit: log the 1st, 2nd, 4th …
 			// drop, not each one.
 			if b.shimDropped++; b.shimDropped&(b.shimDropped-1) == 0 {
@@ -174,6 +232,7 @@ func (b *Bucket) adoptLocked(pt *pageTable, i int64, now int64) bool {
 		return false
 	}
 	atomic.AndUint64(&pt.dirty[w], ^bit)
+	b.p.lease.adopted.Add(1)
 	bl := &blob{page: i, size: b.pageSize, alloc: alloc, scoreAt: now}
 	b.segs[0].nblobs++
 	bl.off = i * b.pageSize

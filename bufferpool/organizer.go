@@ -15,6 +15,9 @@ func (p *Pool) Organize() {
 	}
 	p.orgMu.Lock()
 	defer p.orgMu.Unlock()
+	if ts := p.tiers[0]; ts.used.Load() > ts.high {
+		p.returnLeases() // before any data moves for them
+	}
 	now := time.Now().UnixNano()
 	perTier := p.foldScores(now)
 	last := len(p.tiers) - 1

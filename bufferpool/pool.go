@@ -35,6 +35,7 @@ type Pool struct {
 
 	hits, misses atomic.Uint64
 	closed       atomic.Bool
+	lease        leaseCounters
 
 	// orgMu serialises organizer passes.
 	orgMu sync.Mutex
@@ -294,7 +295,7 @@ func (p *Pool) snapshot() []*Bucket {
 
 // Stats returns a snapshot.
 func (p *Pool) Stats() Stats {
-	s := Stats{Hits: p.hits.Load(), Misses: p.misses.Load()}
+	s := Stats{Hits: p.hits.Load(), Misses: p.misses.Load(), LeaseStats: p.lease.stats()}
 	p.mu.Lock()
 	s.Buckets = int64(len(p.buckets))
 	p.mu.Unlock()

@@ -29,6 +29,9 @@ func (p *Pool) Shed(keep float64) int64 {
 	keep = min(max(keep, 0), 1)
 	p.orgMu.Lock()
 	defer p.orgMu.Unlock()
+	// Leases are capacity, not memory: they go back (and stay within the
+	// ceiling when refilled), and what is kept is measured in pages.
+	p.returnLeases()
 	perTier := p.foldScores(time.Now().UnixNano())
 	var freed int64
 	for t, ts := range p.tiers {

@@ -66,6 +66,8 @@ type shimOpen struct {
 	h   *files.Handle
 	key grantKey
 	rw  bool // a read-write map was granted (counted in shimReg.writers)
+	// watch is a pidfd of the grantee while rw (watchGrantee).
+	watch *os.File
 }
 
 // shimReg holds the live grants; writers counts, per node, the opens
@@ -108,9 +110,14 @@ func shimRelease(n *node, h *files.Handle) {
 	ids := shimReg.byH[h]
 	delete(shimReg.byH, h)
 	var unmap []*shimOpen
+	var watches []*os.File
 	for _, id := range ids {
 		if o := shimReg.byID[id]; o != nil {
 			delete(shimReg.byID, id)
+			if o.watch != nil {
+				watches = append(watches, o.watch)
+				o.watch = nil
+			}
 			if o.rw {
 				unmap = append(unmap, o)
 				if shimReg.writers[o.n]--; shimReg.writers[o.n] <= 0 {
@@ -125,6 +132,83 @@ func shimRelease(n *node, h *files.Handle) {
 	}
 	if len(unmap) > 0 {
 		go n.NotifyContent(0, 0)
+	}
+	for _, w := range watches {
+		w.Close() // ends its watchGrantee
+	}
+}
+
+// watchGrantee ends o's read-write map when the process it was granted
+// to exits. The kernel's release of the fd ends it too, but not while a
+// child the client forked keeps the fd open: a forked child never writes
+// through the maps (adapters/posix), so a client killed -9 would keep its
+// file's lease of first-tier capacity, and a writer count it left inside a
+// page, for as long as the child lives. The pidfd waits in the runtime's
+// poller (readable once the process exited); shimRelease closes it.
+func watchGrantee(o *shimOpen, id uint64) {
+	fd, err := unix.PidfdOpen(int(o.key.pid), unix.PIDFD_NONBLOCK)
+	if err != nil {
+		if err == unix.ESRCH {
+			granteeDied(o, id) // gone already
+		}
+		return
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	shimReg.mu.Lock()
+	live := shimReg.byID[id] == o && o.rw
+	if live {
+		o.watch = f
+	}
+	shimReg.mu.Unlock()
+	if !live {
+		f.Close()
+		return
+	}
+	go func() {
+		if pidfdWait(f) {
+			granteeDied(o, id)
+		}
+	}()
+}
+
+// pidfdWait waits until the process of pidfd f exits (true) or f is
+// closed (false).
+func pidfdWait(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	exited := false
+	err = rc.Read(func(fd uintptr) bool {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, _ := unix.Poll(p, 0)
+		exited = n > 0
+		return exited
+	})
+	return err == nil && exited
+}
+
+// granteeDied ends the read-write map of o, whose process exited while
+// its fd lives on (as shimRelease does for that map; the grant itself
+// goes with the fd's release).
+func granteeDied(o *shimOpen, id uint64) {
+	shimReg.mu.Lock()
+	ok := shimReg.byID[id] == o && o.rw
+	if ok {
+		o.rw = false
+		if shimReg.writers[o.n]--; shimReg.writers[o.n] <= 0 {
+			delete(shimReg.writers, o.n)
+		}
+	}
+	w := o.watch
+	o.watch = nil
+	shimReg.mu.Unlock()
+	if w != nil {
+		w.Close()
+	}
+	if ok {
+		o.h.ShimUnmap()
+		go o.n.NotifyContent(0, 0)
 	}
 }
 
@@ -349,7 +433,9 @@ func countWriter(o *shimOpen, id uint64) {
 	shimReg.mu.Unlock()
 	if !counted {
 		o.h.ShimUnmap() // released meanwhile, or already counted
+		return
 	}
+	watchGrantee(o, id)
 	if first {
 		// From now on the kernel must not serve this inode from
 		// pages the shim can change behind it, nor from attributes

@@ -29,9 +29,12 @@ type file struct {
 
 	// mu keeps the size stable: shared for reads and in-place writes,
 	// exclusive for appends, truncation and fallocate.
-	mu          sync.RWMutex
-	size        atomic.Int64 // logical size of the file
-	shimmed     atomic.Bool  // a read-write shim map was granted: shims may raise the size (shim.go)
+	mu      sync.RWMutex
+	size    atomic.Int64 // logical size of the file
+	shimmed atomic.Bool  // a read-write shim map was granted: shims may raise the size (shim.go)
+	// shimMu orders a read-write grant (ShimMaps) against the end of the
+	// last one (ShimUnmap); taken before mu and the bucket's lock.
+	shimMu      sync.Mutex
 	lastWrite   atomic.Int64 // UnixNano of the last data change
 	backingSize atomic.Int64 // size of the backing file: pages past it stage in as zeros
 	wbStart     atomic.Int64 // UnixNano when the running write-back began; 0 = none

@@ -24,6 +24,12 @@ func (fs *FS) PageSize() int64 { return fs.ps }
 // the kernel cached of the file). notify may be nil.
 func (h *Handle) ShimMaps(writable bool, notify func()) (tableFd, dataFd int, err error) {
 	f := h.f
+	if writable {
+		// The table made writable and the grant counted in one step
+		// against the end of the last grant (ShimUnmap).
+		f.shimMu.Lock()
+		defer f.shimMu.Unlock()
+	}
 	// Exclusive: an append in progress (which reserved no range while no
 	// shim could append) ends before shims see the size.
 	f.mu.Lock()
@@ -107,14 +113,34 @@ func (f *file) syncShim() bool {
 // pending shim writes are harvested and, since no live handle holds a
 // read-write map any more, a writer count left by a client killed inside
 // a write is reset (bufferpool.Bucket.ResetShimWriters).
+//
+// The kernel sends the release of an fd in the background, so the next
+// open of the file (often the next process of a job step) may be granted
+// its maps while the last one ends: the reset happens only if no grant
+// came meanwhile (under shimMu, which ShimMaps holds while it makes the
+// table writable, counts its grant and leases), else it would take the
+// new grant's lease and writable flag away. A writer count left by a dead
+// client then stays until that grant ends (the file is poisoned for shim
+// writes meanwhile; nothing is lost).
 func (h *Handle) ShimUnmap() {
 	f := h.f
 	if !shimUnwatch(f) {
 		return
 	}
 	f.harvestShim()
-	f.bucket.ResetShimWriters() // returns the lease too
+	if testHookShimUnmap != nil {
+		testHookShimUnmap()
+	}
+	f.shimMu.Lock()
+	defer f.shimMu.Unlock()
+	if !shimWatched(f) {
+		f.bucket.ResetShimWriters() // returns the lease too
+	}
 }
+
+// testHookShimUnmap, if set, runs in ShimUnmap between the last grant's
+// end and the reset (tests: a grant racing with it).
+var testHookShimUnmap func()
 
 // shareSize publishes the size in the bucket's page table (a no-op until
 // ShimMaps created it).
@@ -177,6 +203,13 @@ func shimWatch(f *file, notify func()) {
 		shimFiles.running = true
 		go shimHarvester()
 	}
+}
+
+// shimWatched reports whether f has read-write grants.
+func shimWatched(f *file) bool {
+	shimFiles.mu.Lock()
+	defer shimFiles.mu.Unlock()
+	return shimFiles.m[f] != nil
 }
 
 // shimUnwatch drops one grant and reports whether it was the last.

@@ -125,6 +125,11 @@ func printStats(w io.Writer, info Info, st files.Stats) error {
 	}
 	fmt.Fprintf(w, "read-ahead: %d pages (%s) staged ahead, %d prefetch hits, %d wasted (evicted or dropped unread)\n",
 		st.PrefetchedPages, units.FormatSize(int64(st.PrefetchedBytes)), st.PrefetchHits, st.PrefetchWasted)
+	if l := st.Pool.LeaseStats; l.LeaseRefills > 0 {
+		fmt.Fprintf(w, "shim leases: %s reserved now, %d refills, %d returned (%s), %d new pages adopted, %d dropped (created past a lease)\n",
+			units.FormatSize(l.LeaseBytes), l.LeaseRefills, l.LeasesReturned, units.FormatSize(int64(l.LeaseReturnedBytes)),
+			l.ShimPagesAdopted, l.ShimPagesDropped)
+	}
 	if r := st.Replay; r != nil {
 		fmt.Fprintf(w, "at start: replayed %d pages (%s) of %d files from the file tier of a killed daemon; %d pages skipped, %d files failed, %s of its tier files reclaimed\n",
 			r.Pages, units.FormatSize(r.Bytes), r.Files, r.Skipped, r.Failed, units.FormatSize(r.Reclaimed))
