@@ -207,6 +207,12 @@ func (s *Store) ReadStrings(p string, h omni.Hyperslab) ([]string, error) {
 	return nil, fmt.Errorf("%s: %w", p, omni.ErrNotSupported)
 }
 
+// The quiet NaNs numpy (and C's NAN) use for a "NaN" fill value.
+const (
+	nan32 = 0x7fc00000
+	nan64 = 0x7ff8000000000000
+)
+
 func encodeNumber(t omni.DType, f float64, out []byte) {
 	le := binary.LittleEndian
 	switch t {
@@ -221,8 +227,16 @@ func encodeNumber(t omni.DType, f float64, out []byte) {
 	case omni.Uint64:
 		le.PutUint64(out, uint64(f))
 	case omni.Float32:
+		if math.IsNaN(f) {
+			le.PutUint32(out, nan32) // numpy's NaN, not Go's math.NaN bits
+			return
+		}
 		le.PutUint32(out, math.Float32bits(float32(f)))
 	case omni.Float64:
+		if math.IsNaN(f) {
+			le.PutUint64(out, nan64)
+			return
+		}
 		le.PutUint64(out, math.Float64bits(f))
 	}
 }

@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,5 +110,45 @@ func TestZarrPython(t *testing.T) {
 	v, err := x.Dataset().Var("/t2m")
 	if err != nil || strings.Join(v.Dims, ",") != "time,lat,lon" || omni.AttrString(v.Attrs, "units") != "K" {
 		t.Fatalf("xarray t2m: %+v %v", v, err)
+	}
+}
+
+// TestV3: a Zarr v3 store written from the specification (zarr.json;
+// blosc, zstd, gzip, crc32c, transpose, big-endian bytes; two sharded
+// arrays, index at the end with crc32c and at the start, with inner
+// chunks and a whole shard never written; default and v2 chunk keys; a
+// rank-0 array) reads equal to numpy's values.
+func TestV3(t *testing.T) {
+	needZarrPython(t)
+	dir := t.TempDir()
+	runPython(t, "testdata/make_v3.py", dir)
+	if n := checkStore(t, filepath.Join(dir, "v3"), filepath.Join(dir, "v3")); n != 5 {
+		t.Fatalf("%d arrays compared, want 5", n)
+	}
+	s, err := Open(filepath.Join(dir, "v3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := s.Dataset()
+	if got := omni.AttrString(ds.Root.Attrs, "title"); got != "v3 by hand" {
+		t.Errorf("title %q", got)
+	}
+	v, err := ds.Var("/plain")
+	if err != nil || strings.Join(v.Dims, ",") != "y,x" || omni.AttrString(v.Attrs, "units") != "m" {
+		t.Fatalf("plain: %+v %v", v, err)
+	}
+	// A shard index whose checksum does not match is an error, not fill.
+	p := filepath.Join(dir, "v3", "grp", "sharded", "c", "0", "0")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-6] ^= 1
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sv, _ := ds.Var("/grp/sharded")
+	if _, err := omni.ReadAll(s, sv); !errors.Is(err, omni.ErrCorrupt) || !strings.Contains(err.Error(), "crc32c") {
+		t.Fatalf("corrupt shard index: %v", err)
 	}
 }
