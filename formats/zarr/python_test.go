@@ -3,10 +3,12 @@ package zarr
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/iowarp/iowarp/formats/omni"
@@ -18,6 +20,40 @@ func needZarrPython(t *testing.T) {
 	t.Helper()
 	if exec.Command(python, "-c", "import zarr, numcodecs, numpy, xarray").Run() != nil {
 		t.Skip("python3-zarr / python3-xarray missing (make deps)")
+	}
+}
+
+// fixtureDir holds the stores testdata/make_v2.py and make_v3.py write,
+// made once for the package's tests and removed by TestMain.
+var fixture struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func fixtures(t *testing.T) string {
+	t.Helper()
+	needZarrPython(t)
+	fixture.once.Do(func() {
+		if fixture.dir, fixture.err = os.MkdirTemp("", "zarr-fixtures"); fixture.err != nil {
+			return
+		}
+		for _, script := range []string{"testdata/make_v2.py", "testdata/make_v3.py"} {
+			if out, err := exec.Command(python, script, fixture.dir).CombinedOutput(); err != nil {
+				fixture.err = fmt.Errorf("%s: %v\n%s", script, err, out)
+				return
+			}
+		}
+	})
+	if fixture.err != nil {
+		t.Fatal(fixture.err)
+	}
+	return fixture.dir
+}
+
+func removeFixtures() {
+	if fixture.dir != "" {
+		os.RemoveAll(fixture.dir)
 	}
 }
 
@@ -81,9 +117,10 @@ func checkStore(t *testing.T, p, ref string) int {
 // order, big-endian, chunks never written, consolidated or not, and
 // xarray's default to_zarr, read equal to zarr-python's own read.
 func TestZarrPython(t *testing.T) {
-	needZarrPython(t)
 	dir := t.TempDir()
-	runPython(t, "testdata/make_v2.py", dir)
+	if err := os.CopyFS(dir, os.DirFS(fixtures(t))); err != nil {
+		t.Fatal(err)
+	}
 	// lz4_1 is consolidated: its metadata is read from .zmetadata alone,
 	// as zarr.open_consolidated does.
 	for _, f := range []string{"sub/.zgroup", "temp/.zarray", ".zattrs"} {
@@ -91,7 +128,7 @@ func TestZarrPython(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := checkStores(t, dir); n < 18*7+4 {
+	if n := checkStores(t, dir); n < 18*7+4+5 {
 		t.Fatalf("only %d arrays compared", n)
 	}
 	for _, name := range []string{"zstd_2", "lz4_1"} {
@@ -119,10 +156,11 @@ func TestZarrPython(t *testing.T) {
 // chunks and a whole shard never written; default and v2 chunk keys; a
 // rank-0 array) reads equal to numpy's values.
 func TestV3(t *testing.T) {
-	needZarrPython(t)
 	dir := t.TempDir()
-	runPython(t, "testdata/make_v3.py", dir)
-	if n := checkStore(t, filepath.Join(dir, "v3"), filepath.Join(dir, "v3")); n != 5 {
+	if err := os.CopyFS(filepath.Join(dir, "v3"), os.DirFS(filepath.Join(fixtures(t), "v3"))); err != nil {
+		t.Fatal(err)
+	}
+	if n := checkStore(t, filepath.Join(dir, "v3"), filepath.Join(fixtures(t), "v3")); n != 5 {
 		t.Fatalf("%d arrays compared, want 5", n)
 	}
 	s, err := Open(filepath.Join(dir, "v3"))
@@ -151,4 +189,27 @@ func TestV3(t *testing.T) {
 	if _, err := omni.ReadAll(s, sv); !errors.Is(err, omni.ErrCorrupt) || !strings.Contains(err.Error(), "crc32c") {
 		t.Fatalf("corrupt shard index: %v", err)
 	}
+}
+
+// TestExportZarrPython: Write (export --format zarr) of a zarr-python
+// store and of the hand-written v3 store: zarr-python opens each through
+// its .zmetadata, finds Blosc on every array and reads the source's
+// values; this package reads the export back equal too.
+func TestExportZarrPython(t *testing.T) {
+	dir := fixtures(t)
+	tmp := t.TempDir()
+	args := []string{dir}
+	for _, name := range []string{"zstd_2", "xarray", "v3"} {
+		src, err := Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(tmp, name)
+		if err := Write(out, src.Dataset(), func(v *omni.Variable) ([]byte, error) { return omni.ReadAll(src, v) }); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		checkStore(t, out, filepath.Join(dir, name))
+		args = append(args, out)
+	}
+	runPython(t, "testdata/check_export.py", args...)
 }
