@@ -1,15 +1,28 @@
-// Package zarr reads and writes Zarr v2 directory stores as OMNI datasets
-// (formats/omni): groups (.zgroup) are groups, arrays (.zarray) are
-// variables, .zattrs are attributes and xarray's _ARRAY_DIMENSIONS names
-// the axes. Compressors raw, zlib, gzip and zstd are supported (blosc is
-// not: such arrays are listed but reading them fails with
-// omni.ErrNotSupported); C order only; big-endian dtypes are swapped.
+// Package zarr reads and writes Zarr directory stores as OMNI datasets
+// (formats/omni): groups are groups, arrays are variables, attributes are
+// attributes and xarray's _ARRAY_DIMENSIONS (or v3's dimension_names)
+// names the axes.
 //
-// The OMNI on-disk format ("export --format omni") is a Zarr v2 store
-// written by Write: CF attributes kept, _ARRAY_DIMENSIONS on every array
-// (so xarray.open_zarr reads it), zlib chunks (numcodecs reads them), and
-// an omni.json manifest at the root holding the full typed schema, which
-// this reader prefers for attribute types and dimensions.
+// Zarr v2 (.zgroup, .zarray, .zattrs): compressors blosc (package blosc:
+// blosclz, lz4, lz4hc, zlib, zstd, snappy, with shuffle or bitshuffle),
+// zlib, gzip, zstd and numcodecs' lz4; C and F order; big-endian dtypes
+// are swapped. A .zmetadata (consolidated metadata) that describes the
+// root group replaces the metadata files, as zarr.open_consolidated does.
+// Zarr v3 (zarr.json): data types bool, intN, uintN, floatN; codecs
+// transpose, bytes (either endian), blosc, gzip, zstd, crc32c and
+// sharding_indexed (index at the end or start, bytes and crc32c index
+// codecs, one level); chunk key encodings default and v2. Filters and
+// other codecs are listed but reading the array fails with
+// omni.ErrNotSupported. A chunk is decoded whole, so its decoded size is
+// bounded (maxChunk); a sharded array reads one shard's index and inner
+// chunk per inner chunk, never the whole shard.
+//
+// The OMNI on-disk format ("export --format omni" or "zarr") is a Zarr
+// v2 store written by Write: CF attributes kept, _ARRAY_DIMENSIONS on
+// every array (so xarray.open_zarr reads it), Blosc lz4 chunks with byte
+// shuffle (xarray's default), a .zmetadata, and an omni.json manifest at
+// the root holding the full typed schema, which this reader prefers for
+// attribute types and dimensions.
 //
 // A Store is safe for concurrent use (it reads files; nothing is cached).
 package zarr

@@ -40,7 +40,7 @@ func decodeZlib(src, out []byte) (int, error) {
 // zstdDec decodes zstd frames of at most maxZstd bytes, the bound a
 // frame's declared content size is checked against before any output is
 // allocated.
-var zstdDec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxZstd))
+var zstdDec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(4), zstd.WithDecoderMaxMemory(maxZstd))
 
 const maxZstd = 1 << 28
 
