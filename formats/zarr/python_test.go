@@ -128,7 +128,7 @@ func TestZarrPython(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := checkStores(t, dir); n < 18*7+4+5 {
+	if n := checkStores(t, dir); n < 18*6+4+5 {
 		t.Fatalf("only %d arrays compared", n)
 	}
 	for _, name := range []string{"zstd_2", "lz4_1"} {

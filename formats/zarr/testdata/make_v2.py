@@ -11,12 +11,11 @@ out = sys.argv[1]
 rng = np.random.default_rng(3)
 temp = (15 + 8 * np.sin(np.arange(7 * 13 * 11) / 17)).reshape(7, 13, 11)
 data = {
-    "temp": (temp.astype("<f8"), (3, 5, 4), "C"),
-    "counts": ((np.arange(9 * 31) % 250).astype("<i2").reshape(9, 31), (4, 8), "C"),
-    "flags": (rng.integers(0, 3, 1001).astype("u1"), (100,), "C"),
-    "big": (np.linspace(-1, 1, 77).astype(">f4"), (10,), "C"),
-    "fort": (np.arange(6 * 10, dtype="<i8").reshape(6, 10) * 3, (4, 3), "F"),
-    "wide": (np.arange(40, dtype="<u8") << 40, (16,), "C"),
+    "temp": (temp.astype("<f8"), (4, 7, 11), "C"),
+    "counts": ((np.arange(9 * 31) % 250).astype("<i2").reshape(9, 31), (5, 16), "C"),
+    "flags": (rng.integers(0, 3, 1001).astype("u1"), (400,), "C"),
+    "big": (np.linspace(-1, 1, 77).astype(">f4"), (40,), "C"),
+    "fort": (np.arange(6 * 10, dtype="<i8").reshape(6, 10) * 3, (4, 6), "F"),
 }
 
 
