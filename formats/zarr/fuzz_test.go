@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/iowarp/iowarp/formats/omni"
+	"github.com/iowarp/iowarp/formats/zarr/blosc"
 )
 
 // FuzzOpen: a Zarr store is metadata anyone with write access to the
@@ -26,6 +27,9 @@ func FuzzOpen(f *testing.F) {
 		[]byte(`{"_ARRAY_DIMENSIONS":[1]}`), []byte{}, []byte(`{"schema":{"root":null}}`))
 	f.Add([]byte(`{"zarr_format":2,"shape":[1],"chunks":[1125899906842624],"dtype":"<u1","compressor":{"id":"gzip"},"fill_value":7,"order":"C","filters":null}`),
 		[]byte(`{"n":NaN}`), []byte("\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03c\x07\x00.zfL\x01\x00\x00\x00"), []byte{})
+	bl, _ := blosc.Compress([]byte("\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x40\x40\x00\x00\x80\x40"), blosc.Options{CName: "lz4", Level: 5, TypeSize: 4, Shuffle: true})
+	f.Add([]byte(`{"zarr_format":2,"shape":[2,2],"chunks":[2,2],"dtype":"<f4","compressor":{"id":"blosc","cname":"lz4","clevel":5,"shuffle":1,"blocksize":0},"fill_value":"NaN","order":"F","filters":null}`),
+		[]byte(`{"_ARRAY_DIMENSIONS":["y","x"]}`), bl, []byte{})
 	f.Fuzz(func(t *testing.T, zarray, zattrs, chunk, manifest []byte) {
 		dir := t.TempDir()
 		v := filepath.Join(dir, "v")
