@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path"
@@ -69,21 +70,51 @@ func keyFunc(prefix, sep string) func([]int64) string {
 	}
 }
 
+// maxEncoded bounds the stored size of a chunk of want decoded bytes:
+// no codec here expands incompressible data by more than a small header
+// and framing, so a larger chunk is corrupt and is not read into memory.
+func maxEncoded(want int64) int64 { return 2*want + 1<<16 }
+
+// readChunkFile reads a chunk file of at most max bytes; nil if there
+// is none.
+func readChunkFile(p string, max int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > max {
+		return nil, fmt.Errorf("%d bytes stored, over %d: %w", st.Size(), max, omni.ErrCorrupt)
+	}
+	b := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 // chunk returns the decoded chunk idx, or nil if it was never written.
 func (a *array) chunk(idx []int64) ([]byte, error) {
 	want := omni.NumElements(a.chunks) * int64(a.size)
 	var raw []byte
 	var err error
 	if a.shard != nil {
-		raw, err = a.shard.inner(a, idx)
+		raw, err = a.shard.inner(a, idx, maxEncoded(want))
 	} else {
-		raw, err = os.ReadFile(filepath.Join(a.dir, filepath.FromSlash(a.key(idx))))
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
+		raw, err = readChunkFile(filepath.Join(a.dir, filepath.FromSlash(a.key(idx))), maxEncoded(want))
 	}
-	if err != nil || raw == nil {
-		return nil, err
+	if err != nil {
+		return nil, fmt.Errorf("chunk %v: %w", idx, err)
+	}
+	if raw == nil {
+		return nil, nil
 	}
 	data, err := decodeChain(a.codecs, raw, int(want), a.exact)
 	if err != nil {

@@ -213,3 +213,20 @@ func TestExportZarrPython(t *testing.T) {
 	}
 	runPython(t, "testdata/check_export.py", args...)
 }
+
+// TestOversizedChunk: a chunk file far larger than any encoding of its
+// chunk is an error before it is read.
+func TestOversizedChunk(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, ".zgroup"), []byte(`{"zarr_format":2}`))
+	write(t, filepath.Join(dir, "v", ".zarray"), []byte(`{"zarr_format":2,"shape":[4],"chunks":[4],"dtype":"<f8","compressor":{"id":"zlib"},"fill_value":0,"order":"C","filters":null}`))
+	write(t, filepath.Join(dir, "v", "0"), make([]byte, 1<<17))
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := s.Dataset().Var("/v")
+	if _, err := omni.ReadAll(s, v); !errors.Is(err, omni.ErrCorrupt) || !strings.Contains(err.Error(), "bytes stored") {
+		t.Fatalf("oversized chunk: %v", err)
+	}
+}

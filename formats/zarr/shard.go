@@ -104,7 +104,7 @@ func (sh *sharding) parseIndexCodecs(cs []v3Codec) error {
 
 // inner reads the encoded inner chunk idx (global inner-chunk indices),
 // nil if its shard or the chunk was never written.
-func (sh *sharding) inner(a *array, idx []int64) ([]byte, error) {
+func (sh *sharding) inner(a *array, idx []int64, max int64) ([]byte, error) {
 	shard := make([]int64, len(idx))
 	var lin int64
 	for i, n := range idx {
@@ -126,6 +126,9 @@ func (sh *sharding) inner(a *array, idx []int64) ([]byte, error) {
 	off, n, err := sh.entry(f, st.Size(), lin)
 	if err != nil || n == 0 && off == math.MaxUint64 {
 		return nil, err
+	}
+	if int64(n) > max {
+		return nil, fmt.Errorf("inner chunk of %d bytes stored, over %d: %w", n, max, omni.ErrCorrupt)
 	}
 	buf := make([]byte, n)
 	if _, err := f.ReadAt(buf, int64(off)); err != nil {
