@@ -230,3 +230,31 @@ func TestOversizedChunk(t *testing.T) {
 		t.Fatalf("oversized chunk: %v", err)
 	}
 }
+
+// TestSeparator: a chunk key separator other than "." or "/" (one that
+// would lead out of the array's directory) is refused.
+func TestSeparator(t *testing.T) {
+	for _, c := range []struct{ name, doc, meta string }{
+		{"v2", ".zarray", `{"zarr_format":2,"shape":[4,4],"chunks":[2,2],"dtype":"<u1","compressor":null,"fill_value":0,"order":"C","filters":null,"dimension_separator":"/../"}`},
+		{"v3", "zarr.json", `{"zarr_format":3,"node_type":"array","shape":[4,4],"data_type":"uint8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2,2]}},` +
+			`"chunk_key_encoding":{"name":"default","configuration":{"separator":"/../"}},"fill_value":0,"codecs":[{"name":"bytes"}]}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if c.name == "v2" {
+				write(t, filepath.Join(dir, ".zgroup"), []byte(`{"zarr_format":2}`))
+			} else {
+				write(t, filepath.Join(dir, "zarr.json"), []byte(`{"zarr_format":3,"node_type":"group"}`))
+			}
+			write(t, filepath.Join(dir, "v", c.doc), []byte(c.meta))
+			s, err := Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, _ := s.Dataset().Var("/v")
+			if _, err := omni.ReadAll(s, v); !errors.Is(err, omni.ErrCorrupt) || !strings.Contains(err.Error(), "separator") {
+				t.Fatalf("separator /../: %v", err)
+			}
+		})
+	}
+}

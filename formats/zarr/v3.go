@@ -162,6 +162,9 @@ func (a *array) v3Layout(n *v3Node) error {
 	}
 	grid := n.ChunkGrid.Configuration.ChunkShape
 	sep := n.ChunkKeyEncoding.Configuration.Separator
+	if sep != "" && sep != "." && sep != "/" {
+		return fmt.Errorf("chunk key separator %q: %w", sep, omni.ErrCorrupt)
+	}
 	switch n.ChunkKeyEncoding.Name {
 	case "default":
 		a.key = keyFunc("c", cmpOr(sep, "/"))

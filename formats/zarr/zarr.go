@@ -337,11 +337,12 @@ func checkChunkBytes(chunks []int64, size int) error {
 // v2Layout sets how the chunks of a Zarr v2 array are found and decoded,
 // or says why they cannot be.
 func (a *array) v2Layout(m arrayMeta) error {
-	sep := m.Separator
-	if sep == "" {
-		sep = "."
+	sep := cmpOr(m.Separator, ".")
+	a.chunks, a.key, a.strides = m.Chunks, keyFunc("", "."), cStrides(m.Chunks)
+	if sep != "." && sep != "/" {
+		return fmt.Errorf("dimension_separator %q: %w", sep, omni.ErrCorrupt)
 	}
-	a.chunks, a.key, a.strides = m.Chunks, keyFunc("", sep), cStrides(m.Chunks)
+	a.key = keyFunc("", sep)
 	if err := checkChunkBytes(m.Chunks, a.size); err != nil {
 		return err
 	}

@@ -56,9 +56,7 @@ func decodeZstd(src, out []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if len(got) > 0 && &got[0] != &out[0] {
-		copy(out, got)
-	}
+	copy(out, got) // a no-op unless DecodeAll outgrew out
 	return len(got), nil
 }
 
