@@ -1,9 +1,7 @@
 package zarr
 
 import (
-	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,77 +12,118 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zlib"
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/iowarp/iowarp/formats/omni"
 )
 
-func decompressor(id string) (func(io.Reader) (io.ReadCloser, error), error) {
-	switch id {
-	case "zlib":
-		return zlib.NewReader, nil
-	case "gzip":
-		return func(r io.Reader) (io.ReadCloser, error) { return gzip.NewReader(r) }, nil
-	case "zstd":
-		return func(r io.Reader) (io.ReadCloser, error) {
-			d, err := zstd.NewReader(r)
-			if err != nil {
-				return nil, err
-			}
-			return d.IOReadCloser(), nil
-		}, nil
-	}
-	return nil, fmt.Errorf("compressor %q: %w", id, omni.ErrNotSupported)
+// chunkLayout says where the chunks of an array are and how they decode.
+type chunkLayout struct {
+	chunks  []int64                  // the unit read: a chunk, or a shard's inner chunk
+	strides []int64                  // element step in a decoded chunk along each axis
+	key     func(idx []int64) string // the file (relative, slash-separated) of chunk idx
+	codecs  []bytesCodec             // bytes-to-bytes decoders, in decoding order
+	exact   bool                     // the decoded chunk must be exactly its size
+	shard   *sharding                // nil unless chunks are inner chunks of shards
 }
 
-func (a *array) chunkKey(idx []int64) string {
-	sep := a.meta.Separator
-	if sep == "" {
-		sep = "."
+// cStrides are the element strides of a C-order array of shape.
+func cStrides(shape []int64) []int64 {
+	st := make([]int64, len(shape))
+	n := int64(1)
+	for i := len(shape) - 1; i >= 0; i-- {
+		st[i] = n
+		n *= shape[i]
 	}
-	parts := make([]string, len(idx))
-	for i, n := range idx {
-		parts[i] = strconv.FormatInt(n, 10)
-	}
-	if len(parts) == 0 {
-		return "0"
-	}
-	return strings.Join(parts, sep)
+	return st
 }
 
-// chunk returns the decoded chunk idx, or nil if it was never written.
-func (a *array) chunk(idx []int64) ([]byte, error) {
-	want := omni.NumElements(a.meta.Chunks) * int64(a.size)
-	raw, err := os.ReadFile(filepath.Join(a.dir, filepath.FromSlash(a.chunkKey(idx))))
+// permutedStrides are the strides of axis order[j] when the chunk is
+// stored as its transpose by order (C order of the permuted shape).
+func permutedStrides(shape []int64, order []int) []int64 {
+	ps := make([]int64, len(shape))
+	for j, ax := range order {
+		ps[j] = shape[ax]
+	}
+	cs := cStrides(ps)
+	st := make([]int64, len(shape))
+	for j, ax := range order {
+		st[ax] = cs[j]
+	}
+	return st
+}
+
+// keyFunc joins a chunk's indices with sep after prefix ("c" for Zarr
+// v3's default encoding, whose rank-0 key is "c"); rank-0 keys are
+// prefix, or "0" without one.
+func keyFunc(prefix, sep string) func([]int64) string {
+	return func(idx []int64) string {
+		parts := make([]string, 0, len(idx)+1)
+		if prefix != "" {
+			parts = append(parts, prefix)
+		}
+		for _, n := range idx {
+			parts = append(parts, strconv.FormatInt(n, 10))
+		}
+		if len(parts) == 0 {
+			return "0"
+		}
+		return strings.Join(parts, sep)
+	}
+}
+
+// maxEncoded bounds the stored size of a chunk of want decoded bytes:
+// no codec here expands incompressible data by more than a small header
+// and framing, so a larger chunk is corrupt and is not read into memory.
+func maxEncoded(want int64) int64 { return 2*want + 1<<16 }
+
+// readChunkFile reads a chunk file of at most max bytes; nil if there
+// is none.
+func readChunkFile(p string, max int64) ([]byte, error) {
+	f, err := os.Open(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if a.meta.Compressor != nil {
-		dec, _ := decompressor(a.meta.Compressor.ID)
-		r, err := dec(bytes.NewReader(raw))
-		if err != nil {
-			return nil, fmt.Errorf("chunk %v: %w: %v", idx, omni.ErrCorrupt, err)
-		}
-		out := make([]byte, want)
-		_, err = io.ReadFull(r, out)
-		r.Close()
-		if err != nil {
-			return nil, fmt.Errorf("chunk %v: %w: %v", idx, omni.ErrCorrupt, err)
-		}
-		raw = out
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
 	}
-	if int64(len(raw)) < want {
-		return nil, fmt.Errorf("chunk %v: %d bytes, want %d: %w", idx, len(raw), want, omni.ErrCorrupt)
+	if st.Size() > max {
+		return nil, fmt.Errorf("%d bytes stored, over %d: %w", st.Size(), max, omni.ErrCorrupt)
+	}
+	b := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// chunk returns the decoded chunk idx, or nil if it was never written.
+func (a *array) chunk(idx []int64) ([]byte, error) {
+	want := omni.NumElements(a.chunks) * int64(a.size)
+	var raw []byte
+	var err error
+	if a.shard != nil {
+		raw, err = a.shard.inner(a, idx, maxEncoded(want))
+	} else {
+		raw, err = readChunkFile(filepath.Join(a.dir, filepath.FromSlash(a.key(idx))), maxEncoded(want))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("chunk %v: %w", idx, err)
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	data, err := decodeChain(a.codecs, raw, int(want), a.exact)
+	if err != nil {
+		return nil, fmt.Errorf("chunk %v: %w", idx, err)
 	}
 	if a.swap {
-		swapBytes(raw[:want], a.size)
+		swapBytes(data, a.size)
 	}
-	return raw[:want], nil
+	return data, nil
 }
 
 func swapBytes(b []byte, size int) {
@@ -117,8 +156,8 @@ func (s *Store) ReadInto(p string, h omni.Hyperslab, dst []byte) error {
 	// For each axis, the selected indices grouped by chunk.
 	first, last := make([]int64, rank), make([]int64, rank)
 	for i := range rank {
-		first[i] = h.Start[i] / a.meta.Chunks[i]
-		last[i] = (h.Start[i] + (h.Count[i]-1)*h.StrideAt(i)) / a.meta.Chunks[i]
+		first[i] = h.Start[i] / a.chunks[i]
+		last[i] = (h.Start[i] + (h.Count[i]-1)*h.StrideAt(i)) / a.chunks[i]
 	}
 	ci := append([]int64(nil), first...)
 	for {
@@ -147,7 +186,7 @@ func (a *array) copyChunk(ci []int64, h omni.Hyperslab, dst []byte) error {
 	// per axis: output positions k and positions within the chunk
 	outs, ins := make([][]int64, rank), make([][]int64, rank)
 	for i := range rank {
-		c := a.meta.Chunks[i]
+		c := a.chunks[i]
 		lo, hi := ci[i]*c, ci[i]*c+c
 		st := h.StrideAt(i)
 		k0 := max(int64(0), (lo-h.Start[i]+st-1)/st)
@@ -173,7 +212,7 @@ func (a *array) copyChunk(ci []int64, h omni.Hyperslab, dst []byte) error {
 		var o, in int64
 		for i := range rank {
 			o = o*h.Count[i] + outs[i][pos[i]]
-			in = in*a.meta.Chunks[i] + ins[i][pos[i]]
+			in += a.strides[i] * ins[i][pos[i]]
 		}
 		if data == nil {
 			copy(dst[o*size:(o+1)*size], a.fill)
@@ -199,6 +238,12 @@ func (s *Store) ReadStrings(p string, h omni.Hyperslab) ([]string, error) {
 	return nil, fmt.Errorf("%s: %w", p, omni.ErrNotSupported)
 }
 
+// The quiet NaNs numpy (and C's NAN) use for a "NaN" fill value.
+const (
+	nan32 = 0x7fc00000
+	nan64 = 0x7ff8000000000000
+)
+
 func encodeNumber(t omni.DType, f float64, out []byte) {
 	le := binary.LittleEndian
 	switch t {
@@ -213,10 +258,16 @@ func encodeNumber(t omni.DType, f float64, out []byte) {
 	case omni.Uint64:
 		le.PutUint64(out, uint64(f))
 	case omni.Float32:
+		if math.IsNaN(f) {
+			le.PutUint32(out, nan32) // numpy's NaN, not Go's math.NaN bits
+			return
+		}
 		le.PutUint32(out, math.Float32bits(float32(f)))
 	case omni.Float64:
+		if math.IsNaN(f) {
+			le.PutUint64(out, nan64)
+			return
+		}
 		le.PutUint64(out, math.Float64bits(f))
 	}
 }
-
-var _ = json.Marshal

@@ -7,5 +7,10 @@ import (
 	"github.com/iowarp/iowarp/internal/leakcheck"
 )
 
-// TestMain fails the package if its tests leak an fd or a FUSE mount.
-func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m.Run)) }
+// TestMain fails the package if its tests leak an fd or a FUSE mount, and
+// removes the zarr-python fixtures.
+func TestMain(m *testing.M) {
+	code := leakcheck.Run(m.Run)
+	removeFixtures()
+	os.Exit(code)
+}

@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/klauspost/compress/zlib"
-
 	"github.com/iowarp/iowarp/formats/omni"
+	"github.com/iowarp/iowarp/formats/zarr/blosc"
 )
 
 // manifest is omni.json.
@@ -36,7 +37,11 @@ func Write(dir string, ds *omni.Dataset, read omni.ReadFunc) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	if err := writeGroup(dir, ds.Root, read); err != nil {
+	w := &writer{read: read, meta: map[string][]byte{}}
+	if err := w.group(dir, "", ds.Root); err != nil {
+		return fmt.Errorf("write %s: %w", dir, err)
+	}
+	if err := w.consolidate(dir); err != nil {
 		return fmt.Errorf("write %s: %w", dir, err)
 	}
 	m := manifest{OMNI: 1, CreatedBy: "iowarp", Created: time.Now().UTC(), Source: ds.Path, SourceFormat: ds.Format, Schema: ds}
@@ -47,40 +52,75 @@ func Write(dir string, ds *omni.Dataset, read omni.ReadFunc) error {
 	return os.WriteFile(filepath.Join(dir, Manifest), b, 0o644)
 }
 
-func writeJSON(p string, v any) error {
+// writer writes a store and keeps every metadata document it wrote, by
+// key, for .zmetadata.
+type writer struct {
+	read omni.ReadFunc
+	meta map[string][]byte
+}
+
+// doc writes the metadata document name (JSON text b) of the node rel.
+func (w *writer) doc(dir, rel, name string, b []byte) error {
+	w.meta[path.Join(rel, name)] = b
+	return os.WriteFile(filepath.Join(dir, name), b, 0o644)
+}
+
+func (w *writer) json(dir, rel, name string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(p, b, 0o644)
+	return w.doc(dir, rel, name, b)
 }
 
-func writeGroup(dir string, g *omni.Group, read omni.ReadFunc) error {
+// consolidate writes .zmetadata (zarr.consolidate_metadata's layout),
+// as text: attribute documents hold Python's NaN literals, which
+// encoding/json would refuse.
+func (w *writer) consolidate(dir string) error {
+	keys := make([]string, 0, len(w.meta))
+	for k := range w.meta {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b bytes.Buffer
+	b.WriteString("{\n  \"metadata\": {")
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		kb, _ := json.Marshal(k)
+		fmt.Fprintf(&b, "\n    %s: %s", kb, bytes.TrimSpace(w.meta[k]))
+	}
+	b.WriteString("\n  },\n  \"zarr_consolidated_format\": 1\n}\n")
+	return os.WriteFile(filepath.Join(dir, ".zmetadata"), b.Bytes(), 0o644)
+}
+
+func (w *writer) group(dir, rel string, g *omni.Group) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(dir, ".zgroup"), map[string]int{"zarr_format": 2}); err != nil {
+	if err := w.json(dir, rel, ".zgroup", map[string]int{"zarr_format": 2}); err != nil {
 		return err
 	}
-	if err := writeZattrs(dir, g.Attrs, nil); err != nil {
+	if err := w.doc(dir, rel, ".zattrs", zattrs(g.Attrs, nil)); err != nil {
 		return err
 	}
 	for _, v := range g.Variables {
-		if err := writeArray(filepath.Join(dir, v.Name), v, read); err != nil {
+		if err := w.array(filepath.Join(dir, v.Name), path.Join(rel, v.Name), v); err != nil {
 			return fmt.Errorf("%s: %w", v.Path, err)
 		}
 	}
 	for _, c := range g.Groups {
-		if err := writeGroup(filepath.Join(dir, c.Name), c, read); err != nil {
+		if err := w.group(filepath.Join(dir, c.Name), path.Join(rel, c.Name), c); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// writeZattrs writes attributes as JSON: one value as a scalar, NaN and
+// zattrs encodes attributes as JSON: one value as a scalar, NaN and
 // infinities as Python's json literals (what zarr-python writes).
-func writeZattrs(dir string, attrs []omni.Attribute, dims []string) error {
+func zattrs(attrs []omni.Attribute, dims []string) []byte {
 	var b bytes.Buffer
 	b.WriteString("{")
 	n := 0
@@ -103,7 +143,7 @@ func writeZattrs(dir string, attrs []omni.Attribute, dims []string) error {
 		item(a.Name, attrJSON(a))
 	}
 	b.WriteString("\n}\n")
-	return os.WriteFile(filepath.Join(dir, ".zattrs"), b.Bytes(), 0o644)
+	return b.Bytes()
 }
 
 func attrJSON(a omni.Attribute) string {
@@ -164,8 +204,8 @@ func chunkShape(v *omni.Variable, size int) []int64 {
 	return out
 }
 
-func writeArray(dir string, v *omni.Variable, read omni.ReadFunc) error {
-	data, err := read(v)
+func (w *writer) array(dir, rel string, v *omni.Variable) error {
+	data, err := w.read(v)
 	if err != nil {
 		return err
 	}
@@ -186,16 +226,15 @@ func writeArray(dir string, v *omni.Variable, read omni.ReadFunc) error {
 		return err
 	}
 	chunks := chunkShape(v, t.Size())
-	level := 1
 	meta := map[string]any{
 		"zarr_format": 2, "shape": v.Shape, "chunks": chunks, "dtype": descr,
-		"compressor": codec{ID: "zlib", Level: &level}, "fill_value": fillJSON(v, t),
-		"order": "C", "filters": nil,
+		"compressor": map[string]any{"id": "blosc", "cname": writeCName, "clevel": writeLevel, "shuffle": 1, "blocksize": 0},
+		"fill_value": fillJSON(v, t), "order": "C", "filters": nil,
 	}
-	if err := writeJSON(filepath.Join(dir, ".zarray"), meta); err != nil {
+	if err := w.json(dir, rel, ".zarray", meta); err != nil {
 		return err
 	}
-	if err := writeZattrs(dir, v.Attrs, append([]string{}, v.Dims...)); err != nil {
+	if err := w.doc(dir, rel, ".zattrs", zattrs(v.Attrs, append([]string{}, v.Dims...))); err != nil {
 		return err
 	}
 	return writeChunks(dir, v.Shape, chunks, t.Size(), data)
@@ -220,7 +259,7 @@ func fillJSON(v *omni.Variable, t omni.DType) any {
 }
 
 // writeChunks cuts C-order data into chunks (edge chunks padded, as Zarr
-// v2 wants) and writes each zlib-compressed.
+// v2 wants) and writes each compressed by Blosc.
 func writeChunks(dir string, shape, chunks []int64, size int, data []byte) error {
 	rank := len(shape)
 	nchunks := make([]int64, rank)
@@ -248,7 +287,7 @@ func writeChunks(dir string, shape, chunks []int64, size int, data []byte) error
 			}
 			key = strings.Join(parts, ".")
 		}
-		if err := writeChunk(filepath.Join(dir, key), buf); err != nil {
+		if err := writeChunk(filepath.Join(dir, key), buf, size); err != nil {
 			return err
 		}
 		if rank == 0 || !advance(ci, zero, last) {
@@ -294,12 +333,19 @@ func fillChunk(buf, data []byte, shape, chunks, ci []int64, size int) {
 	}
 }
 
-func writeChunk(p string, raw []byte) error {
-	var b bytes.Buffer
-	zw, _ := zlib.NewWriterLevel(&b, 1)
-	zw.Write(raw)
-	if err := zw.Close(); err != nil {
+// Exports are Blosc lz4 with byte shuffle, xarray's default compressor.
+const (
+	writeCName = "lz4"
+	writeLevel = 5
+)
+
+func writeChunk(p string, raw []byte, size int) error {
+	if size > 255 {
+		size = 1 // numcodecs' rule for types over Blosc's maximum
+	}
+	b, err := blosc.Compress(raw, blosc.Options{CName: writeCName, Level: writeLevel, TypeSize: size, Shuffle: true})
+	if err != nil {
 		return err
 	}
-	return os.WriteFile(p, b.Bytes(), 0o644)
+	return os.WriteFile(p, b, 0o644)
 }

@@ -1,15 +1,28 @@
-// Package zarr reads and writes Zarr v2 directory stores as OMNI datasets
-// (formats/omni): groups (.zgroup) are groups, arrays (.zarray) are
-// variables, .zattrs are attributes and xarray's _ARRAY_DIMENSIONS names
-// the axes. Compressors raw, zlib, gzip and zstd are supported (blosc is
-// not: such arrays are listed but reading them fails with
-// omni.ErrNotSupported); C order only; big-endian dtypes are swapped.
+// Package zarr reads and writes Zarr directory stores as OMNI datasets
+// (formats/omni): groups are groups, arrays are variables, attributes are
+// attributes and xarray's _ARRAY_DIMENSIONS (or v3's dimension_names)
+// names the axes.
 //
-// The OMNI on-disk format ("export --format omni") is a Zarr v2 store
-// written by Write: CF attributes kept, _ARRAY_DIMENSIONS on every array
-// (so xarray.open_zarr reads it), zlib chunks (numcodecs reads them), and
-// an omni.json manifest at the root holding the full typed schema, which
-// this reader prefers for attribute types and dimensions.
+// Zarr v2 (.zgroup, .zarray, .zattrs): compressors blosc (package blosc:
+// blosclz, lz4, lz4hc, zlib, zstd, snappy, with shuffle or bitshuffle),
+// zlib, gzip, zstd and numcodecs' lz4; C and F order; big-endian dtypes
+// are swapped. A .zmetadata (consolidated metadata) that describes the
+// root group replaces the metadata files, as zarr.open_consolidated does.
+// Zarr v3 (zarr.json): data types bool, intN, uintN, floatN; codecs
+// transpose, bytes (either endian), blosc, gzip, zstd, crc32c and
+// sharding_indexed (index at the end or start, bytes and crc32c index
+// codecs, one level); chunk key encodings default and v2. Filters and
+// other codecs are listed but reading the array fails with
+// omni.ErrNotSupported. A chunk is decoded whole, so its decoded size is
+// bounded (maxChunk); a sharded array reads one shard's index and inner
+// chunk per inner chunk, never the whole shard.
+//
+// The OMNI on-disk format ("export --format omni" or "zarr") is a Zarr
+// v2 store written by Write: CF attributes kept, _ARRAY_DIMENSIONS on
+// every array (so xarray.open_zarr reads it), Blosc lz4 chunks with byte
+// shuffle (xarray's default), a .zmetadata, and an omni.json manifest at
+// the root holding the full typed schema, which this reader prefers for
+// attribute types and dimensions.
 //
 // A Store is safe for concurrent use (it reads files; nothing is cached).
 package zarr
@@ -21,6 +34,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -46,7 +60,7 @@ func sniff(p omni.Probe) bool {
 	if p.Head != nil || p.Has == nil {
 		return false
 	}
-	for _, n := range []string{".zgroup", ".zarray", Manifest} {
+	for _, n := range []string{".zgroup", ".zarray", ".zmetadata", v3Meta, Manifest} {
 		if p.Has(n) {
 			return true
 		}
@@ -72,20 +86,24 @@ type codec struct {
 	Level *int   `json:"level,omitempty"`
 }
 
-// Store is an open Zarr v2 store.
+// Store is an open Zarr store.
 type Store struct {
 	dir    string
 	ds     *omni.Dataset
 	arrays map[string]*array
+	// cons is the consolidated metadata (.zmetadata) by key, nil if the
+	// store has none: then it replaces the .zgroup, .zarray and .zattrs
+	// files, as in zarr-python's open_consolidated.
+	cons map[string]json.RawMessage
 }
 
 type array struct {
-	v       *omni.Variable
-	dir     string
-	meta    arrayMeta
-	size    int
-	swap    bool // big-endian on disk
-	fill    []byte
+	v    *omni.Variable
+	dir  string
+	size int
+	swap bool // big-endian on disk
+	fill []byte
+	chunkLayout
 	readErr error // why the array cannot be read, nil if it can
 }
 
@@ -94,10 +112,7 @@ var _ omni.Reader = (*Store)(nil)
 // Open reads the metadata of the store at dir.
 func Open(dir string) (*Store, error) {
 	s := &Store{dir: dir, ds: omni.NewDataset(dir, "zarr"), arrays: map[string]*array{}}
-	if _, err := os.Stat(filepath.Join(dir, ".zarray")); err == nil {
-		return nil, fmt.Errorf("%s: a bare array store: %w", dir, omni.ErrNotSupported)
-	}
-	if err := s.group(dir, s.ds.Root, 0); err != nil {
+	if err := s.openTree(); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	s.applyManifest()
@@ -114,20 +129,78 @@ func (s *Store) Dataset() *omni.Dataset { return s.ds }
 // Close is a no-op.
 func (s *Store) Close() error { return nil }
 
-func (s *Store) group(dir string, g *omni.Group, depth int) error {
-	if depth > 64 {
-		return fmt.Errorf("groups nested deeper than 64: %w", omni.ErrCorrupt)
+// openTree reads the metadata tree: Zarr v3 if the root has zarr.json,
+// else v2 (from .zmetadata when it holds the root group).
+func (s *Store) openTree() error {
+	if exists(filepath.Join(s.dir, v3Meta)) {
+		return s.openV3()
 	}
-	attrs, _, err := readAttrs(dir)
+	s.loadConsolidated()
+	if s.cons == nil && exists(filepath.Join(s.dir, ".zarray")) {
+		return fmt.Errorf("a bare array store: %w", omni.ErrNotSupported)
+	}
+	return s.group(s.dir, s.ds.Root, 0)
+}
+
+// consolidated is .zmetadata.
+type consolidated struct {
+	Metadata map[string]json.RawMessage `json:"metadata"`
+	Format   int                        `json:"zarr_consolidated_format"`
+}
+
+// loadConsolidated sets s.cons from .zmetadata when it is readable and
+// describes the root as a group; otherwise the files are read.
+func (s *Store) loadConsolidated() {
+	b, err := os.ReadFile(filepath.Join(s.dir, ".zmetadata"))
 	if err != nil {
-		return err
+		return
 	}
-	g.Attrs = attrs
-	g.NXClass = omni.AttrString(attrs, omni.AttrNXClass)
+	var c consolidated
+	if json.Unmarshal(sanitizeJSON(b), &c) != nil || c.Format != 1 {
+		return
+	}
+	if _, ok := c.Metadata[".zgroup"]; ok {
+		s.cons = c.Metadata
+	}
+}
+
+// readMeta reads the metadata document name of the node at dir, from the
+// consolidated metadata if there is one.
+func (s *Store) readMeta(dir, name string) ([]byte, error) {
+	if s.cons == nil {
+		return os.ReadFile(filepath.Join(dir, name))
+	}
+	if b, ok := s.cons[s.key(dir, name)]; ok {
+		return b, nil
+	}
+	return nil, fmt.Errorf("%s: %w", s.key(dir, name), os.ErrNotExist)
+}
+
+// key is the store key of name in the node at dir.
+func (s *Store) key(dir, name string) string {
+	rel, err := filepath.Rel(s.dir, dir)
+	if err != nil {
+		rel = "."
+	}
+	return path.Join(filepath.ToSlash(rel), name)
+}
+
+// child is a group's member.
+type child struct {
+	name  string
+	array bool
+}
+
+// children lists the arrays and groups in the group at dir, by name.
+func (s *Store) children(dir string) ([]child, error) {
+	if s.cons != nil {
+		return s.consChildren(dir), nil
+	}
 	des, err := os.ReadDir(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var out []child
 	for _, de := range des {
 		if !de.IsDir() || strings.HasPrefix(de.Name(), ".") {
 			continue
@@ -135,13 +208,58 @@ func (s *Store) group(dir string, g *omni.Group, depth int) error {
 		sub := filepath.Join(dir, de.Name())
 		switch {
 		case exists(filepath.Join(sub, ".zarray")):
-			if err := s.array(sub, g, de.Name()); err != nil {
-				return fmt.Errorf("array %s: %w", de.Name(), err)
-			}
+			out = append(out, child{de.Name(), true})
 		case exists(filepath.Join(sub, ".zgroup")):
-			if err := s.group(sub, g.Child(de.Name()), depth+1); err != nil {
-				return err
+			out = append(out, child{de.Name(), false})
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) consChildren(dir string) []child {
+	prefix := s.key(dir, "") + "/"
+	if prefix == "./" || prefix == "/" {
+		prefix = ""
+	}
+	seen := map[string]bool{}
+	var out []child
+	for k := range s.cons {
+		rest, ok := strings.CutPrefix(k, prefix)
+		name, leaf, nested := strings.Cut(rest, "/")
+		if !ok || !nested || name == "" || strings.HasPrefix(name, ".") || seen[name] || (leaf != ".zarray" && leaf != ".zgroup") {
+			continue
+		}
+		seen[name] = true
+		out = append(out, child{name, leaf == ".zarray"})
+	}
+	slices.SortFunc(out, func(a, b child) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+func (s *Store) group(dir string, g *omni.Group, depth int) error {
+	if depth > 64 {
+		return fmt.Errorf("groups nested deeper than 64: %w", omni.ErrCorrupt)
+	}
+	attrs, _, err := s.readAttrs(dir)
+	if err != nil {
+		return err
+	}
+	g.Attrs = attrs
+	g.NXClass = omni.AttrString(attrs, omni.AttrNXClass)
+	kids, err := s.children(dir)
+	if err != nil {
+		return err
+	}
+	for _, c := range kids {
+		sub := filepath.Join(dir, c.name)
+		if c.array {
+			if err := s.array(sub, g, c.name); err != nil {
+				return fmt.Errorf("array %s: %w", c.name, err)
 			}
+			continue
+		}
+		if err := s.group(sub, g.Child(c.name), depth+1); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -150,7 +268,7 @@ func (s *Store) group(dir string, g *omni.Group, depth int) error {
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func (s *Store) array(dir string, g *omni.Group, name string) error {
-	b, err := os.ReadFile(filepath.Join(dir, ".zarray"))
+	b, err := s.readMeta(dir, ".zarray")
 	if err != nil {
 		return err
 	}
@@ -170,22 +288,16 @@ func (s *Store) array(dir string, g *omni.Group, name string) error {
 	if err != nil {
 		return nil // dtypes with no OMNI form are not exposed
 	}
-	attrs, dims, err := readAttrs(dir)
+	attrs, dims, err := s.readAttrs(dir)
 	if err != nil {
 		return err
 	}
-	if len(dims) != len(m.Shape) {
-		dims = make([]string, len(m.Shape))
-		for i := range dims {
-			dims[i] = fmt.Sprintf("%s_dim%d", name, i)
-		}
-	}
-	v := g.AddVariable(&omni.Variable{Name: name, DType: t, Shape: m.Shape, Dims: dims, Chunks: m.Chunks, Attrs: attrs})
-	a := &array{v: v, dir: dir, meta: m, size: t.Size(), swap: swap}
+	v := g.AddVariable(&omni.Variable{Name: name, DType: t, Shape: m.Shape, Dims: defaultDims(dims, name, len(m.Shape)), Chunks: m.Chunks, Attrs: attrs})
+	a := &array{v: v, dir: dir, size: t.Size(), swap: swap}
 	if m.Compressor != nil {
 		v.Filters = []string{m.Compressor.ID}
 	}
-	a.readErr = a.checkReadable()
+	a.readErr = a.v2Layout(m)
 	a.fill = fillBytes(t, m.FillValue)
 	if f := fillAttr(t, m.FillValue); f != nil {
 		v.Attrs = append(v.Attrs, *f)
@@ -198,26 +310,68 @@ func (s *Store) array(dir string, g *omni.Group, name string) error {
 // whole, into memory).
 const maxChunk = 1 << 30
 
-func (a *array) checkReadable() error {
-	n := int64(a.size)
-	for _, c := range a.meta.Chunks {
-		if n > maxChunk/c {
-			return fmt.Errorf("chunks %v of %d-byte elements: over %d bytes: %w", a.meta.Chunks, a.size, maxChunk, omni.ErrNotSupported)
+// defaultDims returns dims if it names every axis, else name_dimI.
+func defaultDims(dims []string, name string, rank int) []string {
+	if len(dims) == rank {
+		return dims
+	}
+	dims = make([]string, rank)
+	for i := range dims {
+		dims[i] = fmt.Sprintf("%s_dim%d", name, i)
+	}
+	return dims
+}
+
+// checkChunkBytes bounds the decoded size of one chunk.
+func checkChunkBytes(chunks []int64, size int) error {
+	n := int64(size)
+	for _, c := range chunks {
+		if c <= 0 || n > maxChunk/c {
+			return fmt.Errorf("chunks %v of %d-byte elements: over %d bytes: %w", chunks, size, maxChunk, omni.ErrNotSupported)
 		}
 		n *= c
 	}
-	if a.meta.Order != "" && a.meta.Order != "C" {
-		return fmt.Errorf("order %q: %w", a.meta.Order, omni.ErrNotSupported)
+	return nil
+}
+
+// v2Layout sets how the chunks of a Zarr v2 array are found and decoded,
+// or says why they cannot be.
+func (a *array) v2Layout(m arrayMeta) error {
+	sep := cmpOr(m.Separator, ".")
+	a.chunks, a.key, a.strides = m.Chunks, keyFunc("", "."), cStrides(m.Chunks)
+	if sep != "." && sep != "/" {
+		return fmt.Errorf("dimension_separator %q: %w", sep, omni.ErrCorrupt)
 	}
-	if len(a.meta.Filters) > 0 {
-		return fmt.Errorf("filters %v: %w", a.meta.Filters, omni.ErrNotSupported)
+	a.key = keyFunc("", sep)
+	if err := checkChunkBytes(m.Chunks, a.size); err != nil {
+		return err
 	}
-	if a.meta.Compressor != nil {
-		if _, err := decompressor(a.meta.Compressor.ID); err != nil {
+	switch m.Order {
+	case "", "C":
+	case "F":
+		a.strides = permutedStrides(m.Chunks, reversedAxes(len(m.Chunks)))
+	default:
+		return fmt.Errorf("order %q: %w", m.Order, omni.ErrNotSupported)
+	}
+	if len(m.Filters) > 0 {
+		return fmt.Errorf("filters %v: %w", m.Filters, omni.ErrNotSupported)
+	}
+	if m.Compressor != nil {
+		c, err := bytesCodecFor(m.Compressor.ID)
+		if err != nil {
 			return err
 		}
+		a.codecs = []bytesCodec{c}
 	}
 	return nil
+}
+
+func reversedAxes(rank int) []int {
+	out := make([]int, rank)
+	for i := range out {
+		out[i] = rank - 1 - i
+	}
+	return out
 }
 
 // parseDType maps a NumPy type string to an OMNI dtype.
@@ -231,8 +385,8 @@ func parseDType(s string) (omni.DType, bool, error) {
 }
 
 // readAttrs reads .zattrs: attributes, and _ARRAY_DIMENSIONS apart.
-func readAttrs(dir string) ([]omni.Attribute, []string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ".zattrs"))
+func (s *Store) readAttrs(dir string) ([]omni.Attribute, []string, error) {
+	b, err := s.readMeta(dir, ".zattrs")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil, nil
 	}
@@ -243,6 +397,12 @@ func readAttrs(dir string) ([]omni.Attribute, []string, error) {
 	if err := json.Unmarshal(sanitizeJSON(b), &raw); err != nil {
 		return nil, nil, fmt.Errorf(".zattrs: %w: %v", omni.ErrCorrupt, err)
 	}
+	attrs, dims := parseAttrs(raw)
+	return attrs, dims, nil
+}
+
+// parseAttrs types a JSON attribute object, _ARRAY_DIMENSIONS apart.
+func parseAttrs(raw map[string]json.RawMessage) ([]omni.Attribute, []string) {
 	var dims []string
 	var out []omni.Attribute
 	keys := make([]string, 0, len(raw))
@@ -259,7 +419,7 @@ func readAttrs(dir string) ([]omni.Attribute, []string, error) {
 			out = append(out, a)
 		}
 	}
-	return out, dims, nil
+	return out, dims
 }
 
 // arrayDims decodes xarray's _ARRAY_DIMENSIONS: nil unless it is a list
@@ -267,15 +427,19 @@ func readAttrs(dir string) ([]omni.Attribute, []string, error) {
 // decoded before an error, such as "" for a number).
 func arrayDims(raw json.RawMessage) []string {
 	var dims []string
-	if json.Unmarshal(raw, &dims) != nil {
+	if json.Unmarshal(raw, &dims) != nil || !validDims(dims) {
 		return nil
 	}
+	return dims
+}
+
+func validDims(dims []string) bool {
 	for _, d := range dims {
 		if d == "" || d == "." || d == ".." || len(d) > 1024 || strings.ContainsRune(d, '/') {
-			return nil
+			return false
 		}
 	}
-	return dims
+	return true
 }
 
 // jsonAttr types a JSON attribute value: strings, integers (int64) or
