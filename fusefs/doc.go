@@ -93,8 +93,9 @@
 //
 // # Permissions, ownership, suid
 //
-// The mount uses default_permissions: the kernel checks access against the
-// attributes we return, exactly as the backing store has them: a mode of
+// With AllowOther the mount uses default_permissions (without it only root
+// may enter, and root passes the checks; see mountFlags): the kernel checks
+// access against the attributes we return, exactly as the backing store has them: a mode of
 // 0000 stays 0000 (go-fuse's NullPermissions; without it go-fuse serves
 // 0644/0755 and, with allow_other, another user reads what its mode
 // denies). The shim's grant adds nothing to that: it is bound to an open
