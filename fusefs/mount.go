@@ -24,8 +24,8 @@ type Options struct {
 	Debug bool
 	// Passthrough hands read-only opens of files that are fully resident
 	// in the RAM tier to the kernel (FUSE passthrough to the memfd): reads
-	// then run at tmpfs speed without entering the daemon. See doc.go for
-	// the restriction it brings on concurrent writers.
+	// then run at tmpfs speed without entering the daemon. While such an
+	// open exists a writer's open fails ETXTBSY; see doc.go.
 	Passthrough bool
 	// AttrTimeout and EntryTimeout are how long the kernel may cache
 	// attributes and names (0 = 1s). NegativeTimeout caches failed lookups
@@ -78,6 +78,7 @@ const (
 type Server struct {
 	srv  *fuse.Server
 	dir  string
+	root *node
 	omni *omniFS // nil without Options.OMNI
 }
 
@@ -95,13 +96,17 @@ func Mount(dir string, fsys *files.FS, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
+	root.m.passthrough.Store(opts.Passthrough && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0)
+	if opts.Passthrough && !root.m.passthrough.Load() {
+		logrus.Warnf("mount %s: the kernel does not offer FUSE passthrough: reads go through the daemon", dir)
+	}
 	if err := sys.CloexecDevFuse(); err != nil {
 		logrus.Warnf("mount %s: %v", dir, err)
 	}
 	if err := tuneBDI(dir, readAhead(opts), opts.WritebackCache); err != nil {
 		logrus.Warnf("mount %s: %v", dir, err)
 	}
-	return &Server{srv: srv, dir: dir, omni: root.m.omni}, nil
+	return &Server{srv: srv, dir: dir, root: root, omni: root.m.omni}, nil
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -204,3 +209,7 @@ func (s *Server) Wait() { s.srv.Wait() }
 
 // Dir is the mount point.
 func (s *Server) Dir() string { return s.dir }
+
+// passthrough reports whether opens may be passed through to the kernel
+// (Options.Passthrough, and the kernel took CAP_PASSTHROUGH).
+func (s *Server) passthrough() bool { return s.root.m.passthrough.Load() }

@@ -67,6 +67,7 @@ type counters struct {
 	dirSyncs                         atomic.Uint64
 	prefetched, prefetchHits         atomic.Uint64
 	prefetchWasted, prefetchedBytes  atomic.Uint64
+	passthroughOpens                 atomic.Uint64
 }
 
 // New opens the namespace and starts the write-back workers.
@@ -279,6 +280,7 @@ func (fs *FS) Stats() Stats {
 		PrefetchHits:     fs.stats.prefetchHits.Load(),
 		PrefetchWasted:   fs.stats.prefetchWasted.Load(),
 		Replay:           fs.replayed,
+		PassthroughOpens: fs.stats.passthroughOpens.Load(),
 	}
 }
 
