@@ -14,7 +14,8 @@
 # run, split among its ranks), COLD_SIZE=2g, NP=2 (MPI ranks), REPEAT=1
 # (IOR and mdtest runs per column, interleaved; the best of them counts).
 # QUICK=1 sets SIZE=64m RUNTIME=1 IOR_BLOCK=16m MDTEST_N=1000 COLD_SIZE=64m
-# unless they are given.
+# unless they are given. PASSTHROUGH=1 and WRITEBACK_CACHE=1 turn on those
+# options of the mount (both off by default; see the config).
 #
 # Sections (BENCH, default all four):
 #   fio     ioengine=psync, one job, --thread (so the shim sees the job's
@@ -104,6 +105,8 @@ tiers:
     capacity: 4GiB
 control_dir: $ctl
 log_level: warn
+passthrough: $([ -n "${PASSTHROUGH:-}" ] && echo true || echo false)
+writeback_cache: $([ -n "${WRITEBACK_CACHE:-}" ] && echo true || echo false)
 EOF
 "$BIN" mount "$mnt" --config "$work/config.yaml" --daemon --log-file "$work/iowarp.log" \
 	|| { cat "$work/iowarp.log" >&2; die "mount failed"; }
@@ -319,7 +322,8 @@ ratio() {
 }
 
 echo
-echo "SIZE=$SIZE RUNTIME=${RUNTIME}s IOR_BLOCK=$IOR_BLOCK NP=$NP MDTEST_N=$MDTEST_N COLD_SIZE=$COLD_SIZE REPEAT=$REPEAT;" \
+echo "SIZE=$SIZE RUNTIME=${RUNTIME}s IOR_BLOCK=$IOR_BLOCK NP=$NP MDTEST_N=$MDTEST_N COLD_SIZE=$COLD_SIZE REPEAT=$REPEAT" \
+	"PASSTHROUGH=${PASSTHROUGH:-} WRITEBACK_CACHE=${WRITEBACK_CACHE:-};" \
 	"$(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
 fmt='%-44s %6s %10s %10s %10s %7s %7s %9s %8s  %s\n'
 printf "$fmt" test unit tmpfs mount mount+shim mnt/tmp shim/tmp loopback mnt/loop "shim fast/ipc/kern %"
