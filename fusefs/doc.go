@@ -76,9 +76,14 @@
 //     of 15-19x). The kernel keeps an inode in one I/O mode: while such an
 //     open exists every other open must be passed through to the same
 //     file, so later readers join it and a writer is refused ETXTBSY
-//     until the readers close (answering it direct I/O fails EIO in the
-//     kernel; passing it through would send its writes into the memfd
-//     behind the pool's dirty tracking and capacity accounting). Until
+//     while the readers are open (answering it direct I/O fails EIO in
+//     the kernel; passing it through would send its writes into the memfd
+//     behind the pool's dirty tracking and capacity accounting); since
+//     the kernel sends RELEASE after close(2) returns, a writer first
+//     waits up to ptReleaseWait for readers already closed, and no open
+//     is passed through within ptSettle (5 ms) of a release of the
+//     inode (measured: one answered sooner was at times failed EIO by
+//     the kernel, whose I/O mode seems to follow our RELEASE reply). Until
 //     the release the file's pages are pinned in the RAM tier and the
 //     memfd is kept at the file's size (its length is the EOF the kernel
 //     reads to; truncates follow it); the shim is not granted maps of

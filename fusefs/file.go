@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -72,31 +73,81 @@ func (n *node) newHandle(ctx context.Context, h *files.Handle, flags uint32, ptF
 // the file layer offers the segment (fully resident, no shim map), or
 // when the node is passed through already (it joins); a writer is refused
 // ETXTBSY while the node is passed through, since its writes would go
-// to the segment behind the pool's dirty tracking.
-// It returns the segment's fd for a passthrough open, -1 otherwise.
+// to the segment behind the pool's dirty tracking. The kernel sends
+// RELEASE after close(2) has returned, so a writer first waits up to
+// ptReleaseWait for the passed-through opens to be released: a program
+// that closes its reader and then opens the file for writing is not
+// refused. It returns the segment's fd for a passthrough open, -1
+// otherwise.
 func (n *node) admit(h *files.Handle, flags uint32) (ptFd int, errno syscall.Errno) {
 	want := n.m.passthrough.Load() && flags&syscall.O_ACCMODE == syscall.O_RDONLY
 	eligible := want && flags&syscall.O_DIRECT == 0 && !shimWriting(n)
 	n.openMu.Lock()
 	defer n.openMu.Unlock()
+	if !want && !n.waitPassthroughGoneLocked() {
+		return -1, syscall.ETXTBSY
+	}
 	if n.open == nil {
 		n.open = make(map[*files.Handle]struct{})
 	}
 	ptFd = -1
-	switch {
-	case n.ptOpens > 0 && !want:
-		return -1, syscall.ETXTBSY
-	case n.ptOpens > 0 || (eligible && len(n.open) == 0):
+	settled := time.Since(n.lastRelease) >= ptSettle
+	if n.ptOpens > 0 || (eligible && len(n.open) == 0 && settled) {
 		fd, ok := h.PassthroughFd()
+		if !ok && n.ptOpens > 0 {
+			return -1, syscall.EIO // cannot be: a passed-through segment takes every reader
+		}
 		if ok {
 			ptFd = fd
-			n.ptOpens++
-		} else if n.ptOpens > 0 {
-			return -1, syscall.EIO // cannot be: a passed-through segment takes every reader
+			if n.ptOpens++; n.ptOpens == 1 {
+				n.ptGone = make(chan struct{})
+			}
 		}
 	}
 	n.open[h] = struct{}{}
 	return ptFd, 0
+}
+
+// ptReleaseWait bounds how long a writer's open waits for the RELEASE of
+// passed-through opens already closed.
+const ptReleaseWait = 200 * time.Millisecond
+
+// ptSettle is how long after a RELEASE of n the kernel may still count
+// the released open in the inode's I/O mode: measured, a passthrough open
+// answered right after a RELEASE (of either mode) was at times failed EIO
+// by the kernel (the mode seems to change when it takes our reply, which
+// go-fuse writes after Release returns). So no open is passed through
+// within ptSettle of a release of the node, and a cached open waits that
+// long after the release of a passed-through one.
+const ptSettle = 5 * time.Millisecond
+
+// waitPassthroughGoneLocked waits, dropping openMu meanwhile, until n has
+// no passed-through open (and ptSettle has passed since the last one was
+// released) or ptReleaseWait is over; it reports whether none is left.
+func (n *node) waitPassthroughGoneLocked() bool {
+	if n.ptOpens == 0 && time.Since(n.lastPtRelease) >= ptSettle {
+		return true
+	}
+	t := time.NewTimer(ptReleaseWait)
+	defer t.Stop()
+	for n.ptOpens > 0 {
+		gone := n.ptGone
+		n.openMu.Unlock()
+		select {
+		case <-gone:
+		case <-t.C:
+			n.openMu.Lock()
+			return false
+		}
+		n.openMu.Lock()
+	}
+	if d := ptSettle - time.Since(n.lastPtRelease); d > 0 {
+		n.openMu.Unlock()
+		time.Sleep(d)
+		n.openMu.Lock()
+		return n.ptOpens == 0
+	}
+	return true
 }
 
 // openFile opens p in the file layer. With the writeback cache the kernel

@@ -68,15 +68,24 @@ type node struct {
 	// handle (the kernel names one only for ftruncate) and need one.
 	open map[*files.Handle]struct{}
 	// ptOpens counts the open handles the kernel passes through to the
-	// file's RAM-tier segment (admit).
+	// file's RAM-tier segment (admit); ptGone is closed when it falls
+	// back to 0.
 	ptOpens int
+	ptGone  chan struct{}
+	// lastRelease and lastPtRelease are when an open of n, and a
+	// passed-through one, were last released (admit, ptSettle).
+	lastRelease, lastPtRelease time.Time
 }
 
 func (n *node) removeOpen(h *files.Handle, passthrough bool) {
 	n.openMu.Lock()
 	delete(n.open, h)
+	n.lastRelease = time.Now()
 	if passthrough {
-		n.ptOpens--
+		n.lastPtRelease = n.lastRelease
+		if n.ptOpens--; n.ptOpens == 0 {
+			close(n.ptGone)
+		}
 	}
 	n.openMu.Unlock()
 }

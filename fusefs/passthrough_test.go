@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/iowarp/iowarp/bufferpool/files"
 )
@@ -23,6 +24,20 @@ func passthroughMount(t *testing.T, mode files.Mode) *testMount {
 	return tm
 }
 
+// settle waits until every open of the mount was released (the kernel
+// sends RELEASE after close returns) and ptSettle has passed: the next
+// read-only open may then be passed through.
+func settle(t *testing.T, tm *testMount) {
+	t.Helper()
+	for i := 0; tm.fs.Stats().OpenFiles != 0; i++ {
+		if i == 500 {
+			t.Fatal("opens not released after 5 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(2 * ptSettle)
+}
+
 // TestPassthrough: with Options.Passthrough a read-only open of a resident
 // file is served by the kernel from the RAM tier's memfd, without READ
 // requests reaching the file layer; a second reader joins it; a writer is
@@ -35,6 +50,7 @@ func TestPassthrough(t *testing.T) {
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	settle(t, tm)
 	before := tm.fs.Stats()
 	f, err := os.Open(p)
 	if err != nil {
@@ -89,6 +105,7 @@ func TestPassthroughTruncate(t *testing.T) {
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	settle(t, tm)
 	f, err := os.Open(p)
 	if err != nil {
 		t.Fatal(err)
@@ -132,5 +149,36 @@ func TestPassthroughNotResident(t *testing.T) {
 	}
 	if after.BytesRead == before.BytesRead {
 		t.Error("the daemon served no byte of a cold read")
+	}
+}
+
+// TestPassthroughCloseThenWrite: a reader closed just before a writer
+// opens does not refuse the writer, though the kernel sends its RELEASE
+// after close(2) returned (the writer waits for it), and a reader that
+// opens right after a writer closed is not failed EIO by the kernel (it
+// is not passed through so soon, ptSettle). Every other round leaves the
+// reader time to be passed through.
+func TestPassthroughCloseThenWrite(t *testing.T) {
+	tm := passthroughMount(t, files.Scratch)
+	p := filepath.Join(tm.dir, "f")
+	if err := os.WriteFile(p, []byte("v0"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := tm.fs.Stats().PassthroughOpens
+	for i := range 40 {
+		if i%2 == 0 {
+			settle(t, tm)
+		}
+		want := []byte("v" + string(rune('0'+i%10)))
+		if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, want) {
+			t.Fatalf("round %d: read %q, %v; want %q", i, b, err, want)
+		}
+		next := []byte("v" + string(rune('0'+(i+1)%10)))
+		if err := os.WriteFile(p, next, 0o644); err != nil {
+			t.Fatalf("round %d: write right after the reader closed: %v", i, err)
+		}
+	}
+	if tm.fs.Stats().PassthroughOpens == before {
+		t.Error("no read was passed through")
 	}
 }
