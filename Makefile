@@ -155,13 +155,18 @@ test: deps
 ## bench: IOR and mdtest patterns (bench/*.c, MPI), fio and a cold read, each on
 ## tmpfs, the mount and the mount under the shim, same run; prints ratios.
 ## QUICK=1 make bench: small sizes (scripts/bench.sh lists the knobs).
-bench: deps build bin/ior bin/mdtest
+bench: deps build bin/ior bin/mdtest bin/loopback
 	$(SUDO) $(if $(SUDO),-E) scripts/bench.sh
 	$(SUDO) $(if $(SUDO),-E) scripts/bench-trace.sh
 
 bin/ior bin/mdtest: bin/%: bench/%.c
 	@mkdir -p bin
 	mpicc -O2 -Wall -o $@ $<
+
+# go-fuse's own loopback file system: mdtest's baseline for a FUSE door.
+bin/loopback: go.mod go.sum
+	@mkdir -p bin
+	$(GO) build -o $@ github.com/hanwen/go-fuse/v2/example/loopback
 
 ## lint: gofmt and go vet.
 lint: go-check

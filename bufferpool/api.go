@@ -23,6 +23,9 @@ var (
 	ErrInvalid = errors.New("bufferpool: invalid argument")
 	// ErrClosed: the pool was closed.
 	ErrClosed = errors.New("bufferpool: closed")
+	// ErrBusy: the object is in a use that excludes the request (a
+	// segment passed through to the kernel cannot be mapped by shims).
+	ErrBusy = errors.New("bufferpool: busy")
 )
 
 // Tier kinds.

@@ -82,7 +82,10 @@ type segment struct {
 	seg     *tier.Segment
 	nblobs  int  // blobs with bytes in it
 	exposed bool // mapped by clients through PageTable: stays open
-	ext     extentAlloc
+	// passthrough counts the kernel passthrough opens of the segment
+	// (passthrough.go): it stays open and at the file's size.
+	passthrough int
+	ext         extentAlloc
 }
 
 // Bucket is a set of blobs. Safe for concurrent use.
@@ -194,7 +197,7 @@ func (b *Bucket) segLocked(t int) (*segment, error) {
 // maybeCloseLocked closes the segment of tier t if it holds nothing.
 func (b *Bucket) maybeCloseLocked(t int) {
 	s := b.segs[t]
-	if s == nil || s.nblobs > 0 || s.exposed {
+	if s == nil || s.nblobs > 0 || s.exposed || s.passthrough > 0 {
 		return
 	}
 	s.seg.Close()

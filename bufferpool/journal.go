@@ -40,6 +40,7 @@ type jpage struct {
 // bucketJournal is a bucket's journal state, guarded by Bucket.mu.
 type bucketJournal struct {
 	tag     []byte
+	tagFn   func() []byte      // computes tag when first needed (SetJournalTagFunc)
 	touched map[int64]struct{} // pages to look at in the next pass
 	logged  map[int64]jpage    // pages the journals hold as dirty
 	known   []bool             // per tier: its journal has the bucket's RecBucket
@@ -51,6 +52,14 @@ type bucketJournal struct {
 // size as the file's logical size until SetSharedSize changes it. A
 // no-op without Config.Journal or for named-blob buckets.
 func (b *Bucket) SetJournalTag(tag []byte, size int64) {
+	tag = append([]byte(nil), tag...)
+	b.SetJournalTagFunc(func() []byte { return tag }, size)
+}
+
+// SetJournalTagFunc is SetJournalTag with the tag computed by fn, under
+// the bucket's lock, when a journal first needs it: most files never put a
+// dirty page on a file tier, and naming one costs the owner system calls.
+func (b *Bucket) SetJournalTagFunc(fn func() []byte, size int64) {
 	if !b.p.journaling() || b.pageSize <= 0 {
 		return
 	}
@@ -60,7 +69,16 @@ func (b *Bucket) SetJournalTag(tag []byte, size int64) {
 	if b.j == nil {
 		b.j = &bucketJournal{known: make([]bool, len(b.p.tiers))}
 	}
-	b.j.tag = append([]byte(nil), tag...)
+	b.j.tag, b.j.tagFn = nil, fn
+}
+
+// tagLocked is the bucket's journal tag, computed on first use.
+func (j *bucketJournal) tagLocked() []byte {
+	if j.tag == nil && j.tagFn != nil {
+		j.tag = append([]byte{}, j.tagFn()...)
+		j.tagFn = nil
+	}
+	return j.tag
 }
 
 func (p *Pool) journaling() bool { return p.journals != nil }
@@ -174,7 +192,7 @@ func (b *Bucket) snapshotJournalLocked(t int) error {
 	if j == nil || b.dead {
 		return nil
 	}
-	recs := []tier.Record{{Kind: tier.RecBucket, Bucket: b.id, Tag: j.tag, PageSize: b.pageSize}}
+	recs := []tier.Record{{Kind: tier.RecBucket, Bucket: b.id, Tag: j.tagLocked(), PageSize: b.pageSize}}
 	for _, lp := range j.logged {
 		if lp.tier == t {
 			recs = append(recs, lp.rec)
@@ -293,7 +311,7 @@ func (b *Bucket) journalPageLocked(batch *jbatch, known []bool, i int64) error {
 		}
 		if !known[bl.tier] {
 			known[bl.tier] = true
-			batch.add(bl.tier, tier.Record{Kind: tier.RecBucket, Bucket: b.id, Tag: j.tag, PageSize: b.pageSize})
+			batch.add(bl.tier, tier.Record{Kind: tier.RecBucket, Bucket: b.id, Tag: j.tagLocked(), PageSize: b.pageSize})
 		}
 		batch.add(bl.tier, rec)
 		if batch.segs != nil {

@@ -320,3 +320,43 @@ func TestJournalLiveInstanceUntouched(t *testing.T) {
 	}
 	wantBytes(t, got, fill(4096, 1))
 }
+
+// TestJournalTagLazy: a tag given by SetJournalTagFunc is computed once,
+// when a journal first needs the bucket (a dirty page on the file tier),
+// and never for a bucket that puts nothing there (the crash tests replay
+// tags set through it: SetJournalTag is SetJournalTagFunc).
+func TestJournalTagLazy(t *testing.T) {
+	dir := t.TempDir()
+	p, err := New(journalConfig(dir, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int{}
+	tag := func(s string) func() []byte {
+		return func() []byte { calls[s]++; return []byte(s) }
+	}
+	ram := mustBucket(t, p, "ram", 4096)
+	ram.SetJournalTagFunc(tag("R"), 0)
+	if _, err := ram.WritePage(0, 0, fill(4096, 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	low := mustBucket(t, p, "low", 4096)
+	low.SetJournalTagFunc(tag("L"), 0)
+	for i := range int64(4) { // the RAM tier holds two pages: some go to the file tier
+		if _, err := low.WritePage(i, 0, fill(4096, byte(i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls["R"]+calls["L"] != 0 {
+		t.Fatalf("tags computed before any journal pass: %v", calls)
+	}
+	for range 2 {
+		if err := p.SyncJournal(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls["R"] != 0 || calls["L"] != 1 {
+		t.Fatalf("tag computations %v, want L once and R never", calls)
+	}
+	p.Close()
+}

@@ -384,6 +384,9 @@ func (b *Bucket) Truncate(size int64) error {
 		}
 	}
 	if err == nil {
+		err = b.passthroughSizeLocked(size)
+	}
+	if err == nil {
 		err = b.journalTruncateLocked(size)
 	}
 	if err != nil {

@@ -348,6 +348,11 @@ func (b *Bucket) PageTable(writable bool) (tableFd, dataFd int, err error) {
 	if err != nil {
 		return -1, -1, err
 	}
+	if s.passthrough > 0 {
+		// A shim's map seals the segment against the shrink a truncate
+		// of the passed-through file needs (passthrough.go).
+		return -1, -1, fmt.Errorf("page table of bucket %s: passed through to the kernel: %w", b.Name(), ErrBusy)
+	}
 	s.exposed = true
 	// Clients map the segment: nobody may shrink it under their maps (a
 	// page past the end faults SIGBUS in every process that maps it).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -19,9 +20,10 @@ type fileHandle struct {
 
 // passthroughHandle is a read-only open that the kernel serves from the
 // file's RAM-tier memfd (FUSE passthrough). The file layer pins the file
-// in the first tier from the PassthroughFd call until Release. Every such
-// open asks for (and pins) the fd itself, because go-fuse asks only the
-// first open of an inode and reuses its backing ID for later ones.
+// in the first tier from the files.Handle.PassthroughFd call (admit)
+// until Release. Every such open pins the file itself, because go-fuse
+// asks only the first open of an inode for the fd and reuses its backing
+// ID for later ones.
 type passthroughHandle struct {
 	fileHandle
 	fd int
@@ -29,6 +31,7 @@ type passthroughHandle struct {
 
 var _ fs.FilePassthroughFder = (*passthroughHandle)(nil)
 
+// PassthroughFd is the segment's fd; the file layer already pinned it.
 func (p *passthroughHandle) PassthroughFd() (int, bool) { return p.fd, true }
 
 // handleOf returns the file layer's handle behind a FUSE file handle, nil
@@ -43,11 +46,14 @@ func handleOf(f fs.FileHandle) *files.Handle {
 	return nil
 }
 
-// newHandle wraps h and picks the open flags for the kernel: O_DIRECT
-// bypasses the page cache (FOPEN_DIRECT_IO); the page cache is kept across
-// opens only where every writer goes through this mount; a read-only open
-// of a fully resident file may be passed through to its memfd.
-func (n *node) newHandle(ctx context.Context, h *files.Handle, flags uint32) (fs.FileHandle, uint32) {
+// newHandle wraps h and picks the open flags for the kernel: a passthrough
+// open (admit decided it) is served by the kernel from the RAM tier;
+// O_DIRECT bypasses the page cache (FOPEN_DIRECT_IO); the page cache is
+// kept across opens only where every writer goes through this mount.
+func (n *node) newHandle(ctx context.Context, h *files.Handle, flags uint32, ptFd int) (fs.FileHandle, uint32) {
+	if ptFd >= 0 {
+		return &passthroughHandle{fileHandle: fileHandle{h: h}, fd: ptFd}, 0
+	}
 	var fuseFlags uint32
 	if flags&syscall.O_DIRECT != 0 || shimWriting(n) || n.m.uncachedWrite(ctx, h) {
 		return &fileHandle{h: h}, fuse.FOPEN_DIRECT_IO
@@ -55,12 +61,93 @@ func (n *node) newHandle(ctx context.Context, h *files.Handle, flags uint32) (fs
 	if n.m.keepCache || (n.m.keepCacheAuto && h.CacheValid()) {
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
 	}
-	if n.m.opts.Passthrough && flags&syscall.O_ACCMODE == syscall.O_RDONLY {
-		if fd, ok := h.PassthroughFd(); ok {
-			return &passthroughHandle{fileHandle: fileHandle{h: h}, fd: fd}, fuseFlags
+	return &fileHandle{h: h}, fuseFlags
+}
+
+// admit records the open h of n and decides whether the kernel passes it
+// through to the file's RAM-tier segment (Options.Passthrough). The kernel
+// puts an inode in one I/O mode at a time: while a passthrough open of it
+// exists every other open must be passed through to the same file, and
+// none may be while a cached open exists (both fail EIO otherwise). So a
+// read-only open is passed through when it is the node's only open and
+// the file layer offers the segment (fully resident, no shim map), or
+// when the node is passed through already (it joins); a writer is refused
+// ETXTBSY while the node is passed through, since its writes would go
+// to the segment behind the pool's dirty tracking. The kernel sends
+// RELEASE after close(2) has returned, so a writer first waits up to
+// ptReleaseWait for the passed-through opens to be released: a program
+// that closes its reader and then opens the file for writing is not
+// refused. It returns the segment's fd for a passthrough open, -1
+// otherwise.
+func (n *node) admit(h *files.Handle, flags uint32) (ptFd int, errno syscall.Errno) {
+	want := n.m.passthrough.Load() && flags&syscall.O_ACCMODE == syscall.O_RDONLY
+	eligible := want && flags&syscall.O_DIRECT == 0 && !shimWriting(n)
+	n.openMu.Lock()
+	defer n.openMu.Unlock()
+	if !want && !n.waitPassthroughGoneLocked() {
+		return -1, syscall.ETXTBSY
+	}
+	if n.open == nil {
+		n.open = make(map[*files.Handle]struct{})
+	}
+	ptFd = -1
+	settled := time.Since(n.lastRelease) >= ptSettle
+	if n.ptOpens > 0 || (eligible && len(n.open) == 0 && settled) {
+		fd, ok := h.PassthroughFd()
+		if !ok && n.ptOpens > 0 {
+			return -1, syscall.EIO // cannot be: a passed-through segment takes every reader
+		}
+		if ok {
+			ptFd = fd
+			if n.ptOpens++; n.ptOpens == 1 {
+				n.ptGone = make(chan struct{})
+			}
 		}
 	}
-	return &fileHandle{h: h}, fuseFlags
+	n.open[h] = struct{}{}
+	return ptFd, 0
+}
+
+// ptReleaseWait bounds how long a writer's open waits for the RELEASE of
+// passed-through opens already closed.
+const ptReleaseWait = 200 * time.Millisecond
+
+// ptSettle is how long after a RELEASE of n the kernel may still count
+// the released open in the inode's I/O mode: measured, a passthrough open
+// answered right after a RELEASE (of either mode) was at times failed EIO
+// by the kernel (the mode seems to change when it takes our reply, which
+// go-fuse writes after Release returns). So no open is passed through
+// within ptSettle of a release of the node, and a cached open waits that
+// long after the release of a passed-through one.
+const ptSettle = 5 * time.Millisecond
+
+// waitPassthroughGoneLocked waits, dropping openMu meanwhile, until n has
+// no passed-through open (and ptSettle has passed since the last one was
+// released) or ptReleaseWait is over; it reports whether none is left.
+func (n *node) waitPassthroughGoneLocked() bool {
+	if n.ptOpens == 0 && time.Since(n.lastPtRelease) >= ptSettle {
+		return true
+	}
+	t := time.NewTimer(ptReleaseWait)
+	defer t.Stop()
+	for n.ptOpens > 0 {
+		gone := n.ptGone
+		n.openMu.Unlock()
+		select {
+		case <-gone:
+		case <-t.C:
+			n.openMu.Lock()
+			return false
+		}
+		n.openMu.Lock()
+	}
+	if d := ptSettle - time.Since(n.lastPtRelease); d > 0 {
+		n.openMu.Unlock()
+		time.Sleep(d)
+		n.openMu.Lock()
+		return n.ptOpens == 0
+	}
+	return true
 }
 
 // openFile opens p in the file layer. With the writeback cache the kernel
@@ -135,8 +222,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		return nil, 0, toErrno(err)
 	}
 	n.observe(&st)
-	n.addOpen(h)
-	fh, fuseFlags := n.newHandle(ctx, h, flags)
+	ptFd, errno := n.admit(h, flags)
+	if errno != 0 {
+		h.Release()
+		return nil, 0, errno
+	}
+	fh, fuseFlags := n.newHandle(ctx, h, flags, ptFd)
 	if _, pt := fh.(*passthroughHandle); !pt && n.m.omni.helperOpen(ctx) {
 		// A format helper of the views (omni.go, helperOpen). A
 		// passthrough open never reaches the daemon: kept.
@@ -157,8 +248,14 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	ch := n.inode(ctx, name, &st)
 	n.entryOut(ch, &st, out)
 	cn := ch.Operations().(*node)
-	cn.addOpen(h)
-	fh, fuseFlags := cn.newHandle(ctx, h, flags)
+	// A new file is never passed through (flags with O_CREAT are not
+	// read-only in practice; admit only refuses a writer of a node that is).
+	ptFd, errno := cn.admit(h, flags)
+	if errno != 0 {
+		h.Release()
+		return nil, nil, 0, errno
+	}
+	fh, fuseFlags := cn.newHandle(ctx, h, flags, ptFd)
 	return ch, fh, fuseFlags, 0
 }
 
@@ -260,7 +357,8 @@ func (n *node) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
 func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	if h := handleOf(f); h != nil {
 		shimRelease(n, h)
-		n.removeOpen(h)
+		_, pt := f.(*passthroughHandle)
+		n.removeOpen(h, pt)
 		return toErrno(h.Release())
 	}
 	return 0

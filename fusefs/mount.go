@@ -26,8 +26,8 @@ type Options struct {
 	Debug bool
 	// Passthrough hands read-only opens of files that are fully resident
 	// in the RAM tier to the kernel (FUSE passthrough to the memfd): reads
-	// then run at tmpfs speed without entering the daemon. See doc.go for
-	// the restriction it brings on concurrent writers.
+	// then run at tmpfs speed without entering the daemon. While such an
+	// open exists a writer's open fails ETXTBSY; see doc.go.
 	Passthrough bool
 	// AttrTimeout and EntryTimeout are how long the kernel may cache
 	// attributes and names (0 = 1s). NegativeTimeout caches failed lookups
@@ -88,6 +88,7 @@ const (
 type Server struct {
 	srv   mounted
 	dir   string
+	root  *node
 	omni  *omniFS // nil without Options.OMNI
 	uring bool
 }
@@ -96,6 +97,7 @@ type Server struct {
 type mounted interface {
 	Unmount() error
 	Wait()
+	KernelSettings() *fuse.InitIn
 }
 
 // Mount mounts fsys on dir and serves it until Unmount. The caller must be
@@ -112,6 +114,10 @@ func Mount(dir string, fsys *files.FS, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
+	root.m.passthrough.Store(opts.Passthrough && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0)
+	if opts.Passthrough && !root.m.passthrough.Load() {
+		logrus.Warnf("mount %s: the kernel does not offer FUSE passthrough: reads go through the daemon", dir)
+	}
 	if err := sys.CloexecDevFuse(); err != nil {
 		logrus.Warnf("mount %s: %v", dir, err)
 	}
@@ -122,7 +128,7 @@ func Mount(dir string, fsys *files.FS, opts Options) (*Server, error) {
 			logrus.Warnf("mount %s: %v", dir, err)
 		}
 	}
-	return &Server{srv: srv, dir: dir, omni: root.m.omni, uring: uring}, nil
+	return &Server{srv: srv, dir: dir, root: root, omni: root.m.omni, uring: uring}, nil
 }
 
 // userMount reports whether the mount is made by a user without root:
@@ -190,7 +196,7 @@ func fsOptions(rootAttr fs.StableAttr, opts Options) *fs.Options {
 	return &fs.Options{
 		MountOptions: fuse.MountOptions{
 			AllowOther:        opts.AllowOther,
-			Options:           []string{"default_permissions"},
+			Options:           mountFlags(opts),
 			FsName:            "iowarp",
 			Name:              "iowarp",
 			MaxWrite:          maxWrite,
@@ -222,6 +228,24 @@ func fsOptions(rootAttr fs.StableAttr, opts Options) *fs.Options {
 	}
 }
 
+// mountFlags are the mount's -o options. default_permissions (the kernel
+// checks access against our attributes) only with AllowOther, as go-fuse's
+// loopback does: without allow_other the kernel lets no process but root
+// (the mounter) in at all, and root passes every check but exec of a
+// file without an x bit, which the kernel still makes (fuse_permission)
+// and access(2) asks us (go-fuse answers from the attributes). What it
+// saves: the kernel drops a directory's attributes after every create,
+// unlink, mkdir... in it, and with default_permissions the next one then
+// waits on a GETATTR of the directory first: 9 requests per mdtest file
+// instead of 7. A process of uid 0 that dropped CAP_DAC_OVERRIDE is the
+// one caller that sees a difference (it reads what the mode denies).
+func mountFlags(opts Options) []string {
+	if opts.AllowOther {
+		return []string{"default_permissions"}
+	}
+	return nil
+}
+
 // extraCaps are the capabilities asked for beyond go-fuse's defaults.
 func extraCaps(opts Options) uint64 {
 	caps := uint64(fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_DIRECT_IO_ALLOW_MMAP)
@@ -246,3 +270,7 @@ func (s *Server) Wait() { s.srv.Wait() }
 
 // Dir is the mount point.
 func (s *Server) Dir() string { return s.dir }
+
+// passthrough reports whether opens may be passed through to the kernel
+// (Options.Passthrough, and the kernel took CAP_PASSTHROUGH).
+func (s *Server) passthrough() bool { return s.root.m.passthrough.Load() }

@@ -22,9 +22,13 @@ type mount struct {
 	opts          Options
 	keepCache     bool
 	keepCacheAuto bool // keep the cache when the file layer says it is valid
-	attrTTL       time.Duration
-	entryTTL      time.Duration
-	negTTL        time.Duration
+	// passthrough: Options.Passthrough, and the kernel took
+	// CAP_PASSTHROUGH (set by Mount once the kernel answered INIT; an
+	// open before that is not passed through).
+	passthrough atomic.Bool
+	attrTTL     time.Duration
+	entryTTL    time.Duration
+	negTTL      time.Duration
 
 	// nextGen hands out the generation of every new node, so that no two
 	// nodes ever share a StableAttr and go-fuse's own de-duplication never
@@ -63,20 +67,26 @@ type node struct {
 	// fchown and fgetattr of a file unlinked while open arrive without a
 	// handle (the kernel names one only for ftruncate) and need one.
 	open map[*files.Handle]struct{}
+	// ptOpens counts the open handles the kernel passes through to the
+	// file's RAM-tier segment (admit); ptGone is closed when it falls
+	// back to 0.
+	ptOpens int
+	ptGone  chan struct{}
+	// lastRelease and lastPtRelease are when an open of n, and a
+	// passed-through one, were last released (admit, ptSettle).
+	lastRelease, lastPtRelease time.Time
 }
 
-func (n *node) addOpen(h *files.Handle) {
-	n.openMu.Lock()
-	if n.open == nil {
-		n.open = make(map[*files.Handle]struct{})
-	}
-	n.open[h] = struct{}{}
-	n.openMu.Unlock()
-}
-
-func (n *node) removeOpen(h *files.Handle) {
+func (n *node) removeOpen(h *files.Handle, passthrough bool) {
 	n.openMu.Lock()
 	delete(n.open, h)
+	n.lastRelease = time.Now()
+	if passthrough {
+		n.lastPtRelease = n.lastRelease
+		if n.ptOpens--; n.ptOpens == 0 {
+			close(n.ptGone)
+		}
+	}
 	n.openMu.Unlock()
 }
 

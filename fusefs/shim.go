@@ -144,6 +144,11 @@ func (n *node) Ioctl(ctx context.Context, f fs.FileHandle, cmd uint32, arg uint6
 	if h == nil || len(output) < CapSize {
 		return 0, syscall.ENOTTY
 	}
+	if _, pt := f.(*passthroughHandle); pt {
+		// The kernel reads this open from the RAM tier itself, and the
+		// segment may not be mapped meanwhile (bufferpool/passthrough.go).
+		return 0, syscall.ENOTTY
+	}
 	req, err := DecodeCapability(input)
 	if err != nil {
 		return 0, syscall.EPROTO

@@ -14,7 +14,8 @@
 # run, split among its ranks), COLD_SIZE=2g, NP=2 (MPI ranks), REPEAT=1
 # (IOR and mdtest runs per column, interleaved; the best of them counts).
 # QUICK=1 sets SIZE=64m RUNTIME=1 IOR_BLOCK=16m MDTEST_N=1000 COLD_SIZE=64m
-# unless they are given.
+# unless they are given. PASSTHROUGH=1 and WRITEBACK_CACHE=1 turn on those
+# options of the mount (both off by default; see the config).
 #
 # Sections (BENCH, default all four):
 #   fio     ioengine=psync, one job, --thread (so the shim sees the job's
@@ -27,7 +28,10 @@
 #           the write phase); MiB/s of the write and read phases like IOR
 #   mdtest  bin/mdtest (bench/mdtest.c): create, stat and remove of
 #           MDTEST_N files in one directory and in a tree (depth 2, branch
-#           10), on NP ranks and on 1 rank; ops/s per phase
+#           10), on NP ranks and on 1 rank; ops/s per phase. With
+#           bin/loopback (go-fuse's example loopback, make bench builds it)
+#           also on a loopback mount of a directory next to the backing
+#           one: the "loopback" column, and mount/loopback the ratio
 #   cold    sequential 1 MiB read of a COLD_SIZE file put into the backing
 #           directory, after `echo 3 > /proc/sys/vm/drop_caches`; the tmpfs
 #           column is that read from the backing directory itself
@@ -65,14 +69,16 @@ for f in "$BIN" bin/libiowarp.so bin/ior bin/mdtest; do
 	[ -e "$f" ] || die "$f is missing (make bench builds it)"
 done
 BIN=$(readlink -f "$BIN") IOR=$(readlink -f bin/ior) MDTEST=$(readlink -f bin/mdtest)
+LOOPBACK=$([ -x bin/loopback ] && readlink -f bin/loopback || true)
 bytes() { numfmt --from=iec "${1^^}"; }
 
 work=$(mktemp -d /tmp/iowarp-bench.XXXXXX)
-mnt=$work/mnt tmp=$work/tmpfs ctl=$work/ctl backing=$work/backing
-mkdir -p "$mnt" "$tmp" "$backing/plain" "$backing/shim" "$backing/cold" "$work/nvme" "$ctl"
+mnt=$work/mnt tmp=$work/tmpfs ctl=$work/ctl backing=$work/backing lb=$work/loopback
+mkdir -p "$mnt" "$tmp" "$backing/plain" "$backing/shim" "$backing/cold" "$work/nvme" "$ctl" "$lb" "$work/lbsrc"
 
 cleanup() {
 	set +e
+	mountpoint -q "$lb" && umount "$lb"
 	if mountpoint -q "$mnt"; then
 		"$BIN" runtime stop "$mnt" --control-dir "$ctl" --timeout 120s >/dev/null 2>&1 || umount -l "$mnt"
 	fi
@@ -99,6 +105,8 @@ tiers:
     capacity: 4GiB
 control_dir: $ctl
 log_level: warn
+passthrough: $([ -n "${PASSTHROUGH:-}" ] && echo true || echo false)
+writeback_cache: $([ -n "${WRITEBACK_CACHE:-}" ] && echo true || echo false)
 EOF
 "$BIN" mount "$mnt" --config "$work/config.yaml" --daemon --log-file "$work/iowarp.log" \
 	|| { cat "$work/iowarp.log" >&2; die "mount failed"; }
@@ -109,6 +117,7 @@ dir() {
 	tmpfs) echo "$tmp" ;;
 	mount) echo "$mnt/plain" ;;
 	shim) echo "$mnt/shim" ;;
+	loopback) echo "$lb" ;;
 	esac
 }
 
@@ -236,15 +245,29 @@ bench_ior() {
 	done
 }
 
+# loopback: mounts go-fuse's loopback of a directory on the backing
+# directory's file system at $lb (once); false without bin/loopback.
+loopback() {
+	[ -n "$LOOPBACK" ] || return 1
+	mountpoint -q "$lb" && return 0
+	setsid "$LOOPBACK" -q -directmountstrict "$lb" "$work/lbsrc" </dev/null >"$work/loopback.log" 2>&1 &
+	for _ in $(seq 1 50); do
+		mountpoint -q "$lb" && return 0
+		sleep 0.1
+	done
+	die "loopback did not mount: $(cat "$work/loopback.log")"
+}
+
 bench_mdtest() {
-	local col np layout tree name out ph line rep
+	local col np layout tree name out ph line rep cols=("${COLS[@]}")
+	loopback && cols+=(loopback)
 	for np in "$NP" 1; do
 		for layout in flat tree; do
 			tree=()
 			[ "$layout" = tree ] && tree=(-z 2 -b 10)
 			name=mdtest-$layout-$np
 			for rep in $(seq "$REPEAT"); do
-				for col in "${COLS[@]}"; do
+				for col in "${cols[@]}"; do
 					mkdir -p "$(dir "$col")/md"
 					out=$(mpi "$col" "$name" "$np" "$MDTEST" -n $((MDTEST_N / np)) "${tree[@]}" -d "$(dir "$col")/md") \
 						|| die "$name on $col failed: $out"
@@ -299,22 +322,26 @@ ratio() {
 }
 
 echo
-echo "SIZE=$SIZE RUNTIME=${RUNTIME}s IOR_BLOCK=$IOR_BLOCK NP=$NP MDTEST_N=$MDTEST_N COLD_SIZE=$COLD_SIZE REPEAT=$REPEAT;" \
+echo "SIZE=$SIZE RUNTIME=${RUNTIME}s IOR_BLOCK=$IOR_BLOCK NP=$NP MDTEST_N=$MDTEST_N COLD_SIZE=$COLD_SIZE REPEAT=$REPEAT" \
+	"PASSTHROUGH=${PASSTHROUGH:-} WRITEBACK_CACHE=${WRITEBACK_CACHE:-};" \
 	"$(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
-fmt='%-44s %6s %10s %10s %10s %7s %7s  %s\n'
-printf "$fmt" test unit tmpfs mount mount+shim mnt/tmp shim/tmp "shim fast/ipc/kern %"
+fmt='%-44s %6s %10s %10s %10s %7s %7s %9s %8s  %s\n'
+printf "$fmt" test unit tmpfs mount mount+shim mnt/tmp shim/tmp loopback mnt/loop "shim fast/ipc/kern %"
 for t in "${tests[@]}"; do
-	a=${val[$t,tmpfs]:-} b=${val[$t,mount]:-} c=${val[$t,shim]:-}
-	printf "$fmt" "$t" "${unit[$t]}" "$a" "$b" "$c" "$(ratio "$a" "$b")" "$(ratio "$a" "$c")" "${path[$t]:-}"
+	a=${val[$t,tmpfs]:-} b=${val[$t,mount]:-} c=${val[$t,shim]:-} l=${val[$t,loopback]:-}
+	lr=$([ -n "$l" ] && ratio "$l" "$b" || true)
+	printf "$fmt" "$t" "${unit[$t]}" "$a" "$b" "$c" "$(ratio "$a" "$b")" "$(ratio "$a" "$c")" "$l" "$lr" "${path[$t]:-}"
 done
-echo "(ratios = column / tmpfs: higher is better for MiB/s, IOPS and ops/s, lower for latency)"
+echo "(ratios = column / tmpfs, mnt/loop = mount / go-fuse loopback: higher is better for MiB/s, IOPS"
+echo " and ops/s, lower for latency)"
 
 if [ -n "${MARKDOWN:-}" ]; then
 	echo
-	echo "| test | unit | tmpfs | mount | mount+shim | mount/tmpfs | shim/tmpfs | shim bytes fast/ipc/kernel % |"
-	echo "|---|---|---:|---:|---:|---:|---:|---:|"
+	echo "| test | unit | tmpfs | mount | mount+shim | mount/tmpfs | shim/tmpfs | loopback | mount/loopback | shim bytes fast/ipc/kernel % |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for t in "${tests[@]}"; do
-		a=${val[$t,tmpfs]:-} b=${val[$t,mount]:-} c=${val[$t,shim]:-}
-		echo "| $t | ${unit[$t]} | $a | $b | $c | $(ratio "$a" "$b") | $(ratio "$a" "$c") | ${path[$t]:-} |"
+		a=${val[$t,tmpfs]:-} b=${val[$t,mount]:-} c=${val[$t,shim]:-} l=${val[$t,loopback]:-}
+		lr=$([ -n "$l" ] && ratio "$l" "$b" || true)
+		echo "| $t | ${unit[$t]} | $a | $b | $c | $(ratio "$a" "$b") | $(ratio "$a" "$c") | $l | $lr | ${path[$t]:-} |"
 	done
 fi

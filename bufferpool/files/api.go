@@ -129,6 +129,9 @@ type Stats struct {
 	// Replay is what start-up wrote back from the file tier of a killed
 	// daemon (nil: none found).
 	Replay *bufferpool.ReplayReport `json:"replay,omitempty"`
+	// PassthroughOpens counts the opens handed to the kernel
+	// (Handle.PassthroughFd): their reads never reach this layer.
+	PassthroughOpens uint64 `json:"passthrough_opens"`
 }
 
 // Errors returned by FS methods wrap a syscall.Errno when they come from

@@ -71,6 +71,7 @@ type counters struct {
 	// Latency of each write of the write-back to the backing store, and
 	// of each read of a stage-in from it (demand or read-ahead).
 	flushLat, stageLat hist.Histogram
+	passthroughOpens   atomic.Uint64
 }
 
 // New opens the namespace and starts the write-back workers.
@@ -283,6 +284,7 @@ func (fs *FS) Stats() Stats {
 		PrefetchHits:     fs.stats.prefetchHits.Load(),
 		PrefetchWasted:   fs.stats.prefetchWasted.Load(),
 		Replay:           fs.replayed,
+		PassthroughOpens: fs.stats.passthroughOpens.Load(),
 	}
 }
 

@@ -94,7 +94,10 @@ type Handle struct {
 	flags    int
 	stale    bool
 	released atomic.Bool
-	ra       readAhead // its access pattern (prefetch.go)
+	// passthrough is set once PassthroughFd handed the kernel the
+	// segment: Release ends it.
+	passthrough atomic.Bool
+	ra          readAhead // its access pattern (prefetch.go)
 }
 
 // Flags returns the open flags.
@@ -193,6 +196,9 @@ func (h *Handle) Release() error {
 		return nil
 	}
 	h.f.fs.stats.openFiles.Add(-1)
+	if h.passthrough.Load() {
+		h.f.bucket.EndPassthrough()
+	}
 	h.f.release()
 	return nil
 }
@@ -226,11 +232,34 @@ func (h *Handle) Lseek(off int64, whence int) (int64, error) {
 	return 0, unix.EINVAL
 }
 
-// PassthroughFd would hand the kernel the file's RAM-tier memfd. It
-// reports false: on Linux an inode with a passthrough open sends every
-// later open of it through the same backing file, writes included, which
-// would bypass dirty tracking and capacity accounting.
-func (h *Handle) PassthroughFd() (int, bool) { return -1, false }
+// PassthroughFd hands the kernel the file's RAM-tier segment for a
+// read-only open (FUSE passthrough: the kernel reads it as the file, page
+// i at i × page size, its length the EOF). It is offered when every page
+// of the file is resident in the RAM tier (bufferpool.Bucket.Passthrough),
+// or when the segment is already passed through (a second reader joins).
+// Until Release the file's pages are pinned there and the segment is kept
+// at the file's size (truncate); the fd stays owned by the pool. Only
+// read-only handles pass through: a write made there would bypass dirty
+// tracking and capacity accounting. The door must not let a writer open
+// the file meanwhile (the kernel would send its writes through the
+// segment too, see fusefs).
+func (h *Handle) PassthroughFd() (int, bool) {
+	if h.flags&unix.O_ACCMODE != unix.O_RDONLY || h.released.Load() || h.passthrough.Load() {
+		return -1, false
+	}
+	f := h.f
+	f.mu.Lock() // the size is stable
+	defer f.mu.Unlock()
+	if f.shimmed.Load() {
+		return -1, false
+	}
+	fd, ok := f.bucket.Passthrough(f.size.Load())
+	if ok {
+		h.passthrough.Store(true)
+		f.fs.stats.passthroughOpens.Add(1)
+	}
+	return fd, ok
+}
 
 // setattr applies a through the handle (works after unlink).
 func (h *Handle) setattr(a SetAttr) (unix.Stat_t, error) {

@@ -226,6 +226,10 @@ func (s *Server) Served() uint64 {
 // backing files).
 func (s *Server) Fuse() *fuse.Server { return s.srv }
 
+// KernelSettings is the kernel's INIT request (what it offers), as
+// fuse.Server.KernelSettings.
+func (s *Server) KernelSettings() *fuse.InitIn { return s.srv.KernelSettings() }
+
 // Unmount detaches the mount (EBUSY while files are open, like umount(8)),
 // then waits for both transports to stop and frees the rings.
 func (s *Server) Unmount() error {
