@@ -34,10 +34,12 @@ import (
 // RefillShimLease tops the lease of a bucket with a read-write page table
 // up to pages pages when less than half of that is left, reserving the
 // capacity in the first tier (less, down to nothing, when the tier has
-// not that much free). It reports the pages the lease now holds.
+// not that much free). It reports the pages the lease now holds. Shims
+// go on writing meanwhile (LockMeta): the lease word is only ever added
+// to, never stored over a page a shim took from it.
 func (b *Bucket) RefillShimLease(pages int64) int64 {
-	b.mu.Lock() // harvests: pages created so far leave the lease's count
-	defer b.mu.Unlock()
+	b.mu.LockMeta() // harvests: pages created so far leave the lease's count
+	defer b.mu.UnlockMeta()
 	pt := b.pt
 	if pt == nil || b.dead || atomic.LoadUint32(pt.flags())&ptWritable == 0 || pages <= 0 {
 		return 0
@@ -57,32 +59,32 @@ func (b *Bucket) RefillShimLease(pages int64) int64 {
 	for want > 0 && !ts.reserve(want*alloc) {
 		want /= 2
 	}
+	if want == 0 {
+		return credit
+	}
 	b.leased += want * alloc
-	credit += want
-	end := roundUpTo(atomic.LoadInt64(pt.size()), b.pageSize) + 2*credit*b.pageSize
+	end := roundUpTo(atomic.LoadInt64(pt.size()), b.pageSize) + 2*(credit+want)*b.pageSize
 	if end > ptMaxPages*b.pageSize {
 		end = ptMaxPages * b.pageSize
 	}
 	if err := b.coverLocked(pt, end); err != nil {
 		log.Printf("bufferpool: bucket %s: lease: %v", b.Name(), err)
 	}
-	atomic.StoreInt64(pt.word64(ptOffLease), credit)
-	return credit
+	return atomic.AddInt64(pt.word64(ptOffLease), want)
 }
 
 // clampLeaseLocked reads the lease and holds it to what b.leased covers (a
 // client may scribble over the table; it cannot create reserved room).
+// Shims take pages from the word meanwhile: it is lowered by CAS only.
 func (b *Bucket) clampLeaseLocked(pt *pageTable, alloc int64) int64 {
-	credit := atomic.LoadInt64(pt.word64(ptOffLease))
-	if max := b.leased / alloc; credit > max || credit < 0 {
-		if credit > max {
-			credit = max
-		} else {
-			credit = 0
+	p := pt.word64(ptOffLease)
+	for {
+		credit := atomic.LoadInt64(p)
+		want := min(max(credit, 0), b.leased/alloc)
+		if want == credit || atomic.CompareAndSwapInt64(p, credit, want) {
+			return want
 		}
-		atomic.StoreInt64(pt.word64(ptOffLease), credit)
 	}
-	return credit
 }
 
 // ReturnShimLease empties the lease and gives its capacity back to the
@@ -114,39 +116,10 @@ func (b *Bucket) ShimLease() (pages, reserved int64) {
 	return pages, b.leased
 }
 
-// adoptNewLocked makes each page a shim created (dirty bit set, no blob)
-// a dirty first-tier blob, paid for out of the lease. A dirty bit with no
-// resident bit and no blob is stale and dropped. Returns the pages
-// adopted. Under the write lock with every shim writer out.
-func (b *Bucket) adoptNewLocked(pt *pageTable, now int64) int {
-	n := 0
-	for w := range pt.dirty {
-		d := atomic.LoadUint64(&pt.dirty[w])
-		for d != 0 {
-			bit := d & -d
-			d &^= bit
-			i := int64(w)*64 + int64(trailingZeros(bit))
-			if b.pages[i] != nil {
-				continue // an existing page: harvestLocked's loop
-			}
-			if b.adoptLocked(pt, i, now) {
-				n++
-			}
-		}
-	}
-	return n
-}
-
-func trailingZeros(x uint64) int {
-	n := 0
-	for x&1 == 0 {
-		x >>= 1
-		n++
-	}
-	return n
-}
-
-// adoptLocked turns page i, created by a shim, into a blob.
+// adoptLocked turns page i, created by a shim (its dirty bit, just taken
+// by the harvest, and no blob), into a dirty first-tier blob paid for out
+// of the lease. A dirty bit with no resident bit is stale and dropped; a
+// page past the lease (a broken or hostile client) is dropped too.
 func (b *Bucket) adoptLocked(pt *pageTable, i int64, now int64) bool {
 	w, bit := i/64, uint64(1)<<(uint(i)%64)
 	alloc := roundUp(b.pageSize)
@@ -158,7 +131,6 @@ func (b *Bucket) adoptLocked(pt *pageTable, i int64, now int64) bool {
 		ok = false
 	}
 	if !ok {
-		atomic.AndUint64(&pt.dirty[w], ^bit)
 		if resident {
 			// A hostile client can set every bit: log the 1st, 2nd, 4th …
 			// drop, not each one.
@@ -173,7 +145,6 @@ func (b *Bucket) adoptLocked(pt *pageTable, i int64, now int64) bool {
 		}
 		return false
 	}
-	atomic.AndUint64(&pt.dirty[w], ^bit)
 	bl := &blob{page: i, size: b.pageSize, alloc: alloc, scoreAt: now}
 	b.segs[0].nblobs++
 	bl.off = i * b.pageSize

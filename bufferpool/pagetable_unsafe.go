@@ -3,6 +3,7 @@ package bufferpool
 import (
 	"fmt"
 	"log"
+	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,8 @@ import (
 //	4096  resident bitmap: bit i set = page i is resident in the first
 //	      tier, at i*PageSize of its segment (written by the daemon only)
 //	4096+nbits/8  dirty bitmap: bit i set = a shim wrote page i since the
-//	      last harvest (set by shims, cleared by the daemon)
+//	      last harvest (set by shims after their copy, taken by the
+//	      daemon with an atomic swap of its word)
 //
 // Reads. Every change of a page's bytes or placement happens under the
 // bucket's write lock, and the lock makes seq odd for as long as it is
@@ -53,6 +55,16 @@ import (
 // of a first-tier page is cleared and the page marked dirty in the pool
 // with a new version (harvestLocked), so write-back, eviction and
 // demotion see shim writes like any other; DirtyPages harvests first too.
+//
+// Harvests that change only the pool's metadata (the 50 ms harvester,
+// stat's and write-back's, lease refills, MarkClean) take the lock with
+// LockMeta instead: seq stays even and the daemon does not wait for
+// writers, so a shim writer never meets them. They snapshot and clear
+// the dirty bitmap a word at a time (atomic swap) while writers go on;
+// a writer sets its pages' dirty bits after its copy, so each bit taken
+// stands for a finished copy, and one set later is the next harvest's.
+// Only what moves bytes or placement (a page written, staged in,
+// evicted, demoted, punched, truncated) excludes the shims.
 //
 // A writer that never leaves (killed or stopped inside a copy, or a client
 // scribbling over writers) must not hang the daemon: after ptWaitBound the
@@ -153,6 +165,23 @@ func (m *seqMutex) Unlock() {
 	m.bump()
 	m.RWMutex.Unlock()
 }
+
+// LockMeta takes the write side of the lock without the page table's
+// exclusion of shims: seq stays even, so shim readers and writers go on
+// inside pages meanwhile, and the daemon never waits for them. Then it
+// harvests (concurrently with them: see harvestLocked). For changes of
+// the bucket's metadata only (dirty bits, versions, adopting a page a shim
+// created, the lease): never a page's bytes, its placement or a resident
+// bit a shim may rely on. Pair with UnlockMeta.
+func (m *seqMutex) LockMeta() {
+	m.RWMutex.Lock()
+	if m.pt.Load() != nil {
+		m.harvest()
+	}
+}
+
+// UnlockMeta releases LockMeta.
+func (m *seqMutex) UnlockMeta() { m.RWMutex.Unlock() }
 
 // pageTable is the daemon's handle on the shared table.
 type pageTable struct {
@@ -260,34 +289,38 @@ func (b *Bucket) coverLocked(pt *pageTable, end int64) error {
 	return nil
 }
 
-// harvestLocked turns the shim's dirty bits into pool state: each set bit
-// of a first-tier page is cleared and the page marked dirty with a new
-// version. Runs under the write lock with every shim writer out.
+// harvestLocked turns the shim's dirty bits into pool state. It runs
+// under the write lock, exclusive (Lock: every shim writer out) or not
+// (LockMeta: shim writers inside pages meanwhile), and takes the bits
+// the same way in both: each word of the dirty bitmap is swapped for 0
+// (snapshot and clear), and each bit taken marks its first-tier page
+// dirty with a new version, or adopts the page a shim created
+// (adoptLocked). A shim sets a page's dirty bit after its copy into the
+// page (fast.c, place), so a bit taken here stands for a copy that is
+// complete; a copy still under way sets the bit again when it ends, and
+// the next harvest takes it (the write-back of a torn image it may make
+// meanwhile is followed by a whole one). A write that returned to its
+// caller has set its bit, so every harvest after it (fsync's) sees it.
 func (b *Bucket) harvestLocked() {
 	pt := b.pt
 	if pt == nil {
 		return
 	}
-	hint := atomic.SwapUint64(pt.word(ptOffHint), 0)
-	if hint == 0 {
+	if atomic.SwapUint64(pt.word(ptOffHint), 0) == 0 {
 		return
 	}
 	now := time.Now().UnixNano()
 	n := 0
-	if hint&abi.PTHintNew != 0 {
-		n += b.adoptNewLocked(pt, now)
-	}
-	for i, bl := range b.pages {
-		if bl.tier != 0 || i >= ptMaxPages {
+	for w := range pt.dirty {
+		if atomic.LoadUint64(&pt.dirty[w]) == 0 {
 			continue
 		}
-		w, bit := i/64, uint64(1)<<(uint(i)%64)
-		if atomic.LoadUint64(&pt.dirty[w])&bit == 0 {
-			continue
+		for d := atomic.SwapUint64(&pt.dirty[w], 0); d != 0; d &= d - 1 {
+			i := int64(w)*64 + int64(bits.TrailingZeros64(d))
+			if b.harvestPageLocked(pt, i, now) {
+				n++
+			}
 		}
-		atomic.AndUint64(&pt.dirty[w], ^bit)
-		b.wroteLocked(bl, now)
-		n++
 	}
 	if n > 0 {
 		b.harvested.Add(int64(n))
@@ -295,6 +328,21 @@ func (b *Bucket) harvestLocked() {
 			(*fn)(n)
 		}
 	}
+}
+
+// harvestPageLocked folds one dirty bit taken from the table: a
+// first-tier page becomes dirty, a page with no blob is adopted, a bit of
+// a page below the first tier is stale (the page left it harvested).
+func (b *Bucket) harvestPageLocked(pt *pageTable, i int64, now int64) bool {
+	bl := b.pages[i]
+	switch {
+	case bl == nil:
+		return b.adoptLocked(pt, i, now)
+	case bl.tier == 0:
+		b.wroteLocked(bl, now)
+		return true
+	}
+	return false
 }
 
 // shimDirtyHint reports whether shim writes may await a harvest.
@@ -310,8 +358,8 @@ func (b *Bucket) shimDirtyHint() bool {
 // the last call found dirty. Cheap without a page table or pending bits.
 func (b *Bucket) HarvestShimWrites() int {
 	if b.shimDirtyHint() {
-		b.mu.Lock() // harvests
-		b.mu.Unlock()
+		b.mu.LockMeta() // harvests
+		b.mu.UnlockMeta()
 	}
 	return int(b.harvested.Swap(0))
 }
@@ -320,8 +368,8 @@ func (b *Bucket) HarvestShimWrites() int {
 // leaving the count for HarvestShimWrites.
 func (b *Bucket) HarvestShim() {
 	if b.shimDirtyHint() {
-		b.mu.Lock() // harvests
-		b.mu.Unlock()
+		b.mu.LockMeta() // harvests
+		b.mu.UnlockMeta()
 	}
 }
 

@@ -390,7 +390,10 @@ static void leave(const struct fastmap *m)
 }
 
 /* place copies n bytes at off into pages [first, last], creating the k
- * new ones, and sets their dirty bits and the hint. Inside enter/leave. */
+ * new ones first, then sets their dirty bits and the hint: the daemon's
+ * harvest runs while we copy (it swaps dirty words for 0), so a bit it
+ * takes must stand for a copy that is complete (bufferpool/
+ * pagetable_unsafe.go, harvestLocked). Inside enter/leave. */
 static void place(const struct fastmap *m, const void *buf, size_t n, uint64_t off, uint64_t first, uint64_t last, int64_t k)
 {
 	uint64_t hint = IOW_PT_HINT_DIRTY;
@@ -398,11 +401,11 @@ static void place(const struct fastmap *m, const void *buf, size_t n, uint64_t o
 		create(m, first, last);
 		hint |= IOW_PT_HINT_NEW;
 	}
+	memcpy(m->data + off, buf, n);
 	uint64_t *dirty = (uint64_t *)(m->pt + IOW_PT_OFF_DIRTY);
 	for (uint64_t i = first; i <= last; i++)
-		__atomic_fetch_or(&dirty[i / 64], 1ull << (i % 64), __ATOMIC_RELAXED);
-	memcpy(m->data + off, buf, n);
-	__atomic_fetch_or((uint64_t *)(m->pt + IOW_PT_OFF_HINT), hint, __ATOMIC_RELAXED);
+		__atomic_fetch_or(&dirty[i / 64], 1ull << (i % 64), __ATOMIC_RELEASE);
+	__atomic_fetch_or((uint64_t *)(m->pt + IOW_PT_OFF_HINT), hint, __ATOMIC_RELEASE);
 }
 
 /* refused: the daemon's lock, poison or a shared map of the file. */
