@@ -3,14 +3,16 @@ package bufferpool
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/iowarp/iowarp/internal/abi"
 )
 
-// TestHarvestBesideWriters: the daemon's harvest, lease refill and
-// write-back bookkeeping (DirtyPages, MarkClean) run while a shim writer
+// TestHarvestBesideWriters: the daemon's harvest, lease refill,
+// write-back bookkeeping (DirtyPages, MarkClean) and the organizer's
+// scoring pass run while a shim writer
 // is inside a page, without the page table's exclusion: seq never turns
 // odd (no shim write meets it and falls back to the kernel), nothing
 // waits for the writer and the table is not poisoned; what the writer
@@ -85,6 +87,7 @@ func TestHarvestBesideWriters(t *testing.T) {
 	if !b.MarkClean(1, b.pages[1].version) {
 		t.Fatal("page 1 not cleaned")
 	}
+	p.foldScores(time.Now().UnixNano()) // the organizer's pass over every bucket
 	if s := ptSeq(pt); s != seq {
 		t.Fatalf("seq went from %d to %d: the daemon excluded the shim writer", seq, s)
 	}
