@@ -51,6 +51,7 @@ struct fastmap {
 	int writable; /* write hits allowed (both mapped read-write) */
 	int ptw;      /* the table is mapped read-write */
 	int64_t ksize; /* the shared size the kernel was last made to see (iow_fast_ksync) */
+	int lease_backoff; /* writes that skip asking for a lease after a refusal (atomic) */
 	char ipc[IOW_GRANT_IPC_PATH_MAX]; /* the daemon's ipc socket ("" = none) */
 };
 
@@ -59,6 +60,7 @@ int iow_ipc_on; /* IOWARP_IPC=1: misses through runtime/ipc */
 /* Go export (ipc.go). */
 extern ssize_t iowarpIpcIO(char *sock, uint64_t grant, uint64_t ino, uint32_t acc, uint8_t *token,
 			   void *buf, size_t n, int64_t off, int write);
+extern int64_t iowarpIpcLease(char *sock, uint64_t grant, uint64_t ino, uint32_t acc, uint8_t *token, int64_t need);
 
 #define IPC_MAX (1ul << 20) /* larger calls take the kernel path */
 
@@ -154,7 +156,7 @@ void iow_attach_fast(struct iow_ofd *o)
 		free(m);
 		return;
 	}
-	*m = (struct fastmap){pt, data, len, ps, nbits, w && !iow_nofastwrite, w, -1, {0}};
+	*m = (struct fastmap){pt, data, len, ps, nbits, w && !iow_nofastwrite, w, -1, 0, {0}};
 	memcpy(m->ipc, ipc, sizeof m->ipc);
 	o->gohandle = (uintptr_t)m;
 }
@@ -415,6 +417,33 @@ static int refused(const struct fastmap *m, uint64_t s)
 	return (s & 1) || (fl & IOW_PTF_POISONED) || mapped_elsewhere(m);
 }
 
+/* LEASE_BACKOFF is how many new-page writes skip asking the daemon for a
+ * lease after it could not give one (the RAM tier is full): each ask is a
+ * round trip; the harvester refills leases on its own meanwhile. */
+#define LEASE_BACKOFF 64
+
+/* refill asks the daemon over runtime/ipc for a lease of at least k pages
+ * (fs.MLease: it tops the lease up by a large step, so a burst pays one
+ * round trip per step); 1 when the lease now holds them. Called outside
+ * enter/leave: the daemon never waits for us, nor we for its locks. */
+static int refill(struct iow_ofd *o, struct fastmap *m, int64_t k)
+{
+	if (!m->ipc[0] || iow_in_child)
+		return 0;
+	int b = __atomic_load_n(&m->lease_backoff, __ATOMIC_RELAXED);
+	if (b > 0) {
+		__atomic_store_n(&m->lease_backoff, b - 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	int64_t got = iowarpIpcLease(m->ipc, o->cap.grant, o->cap.ino, o->cap.accmode, o->cap.token, k);
+	if (got >= k) {
+		IOW_ADD(ipc_lease, 1);
+		return 1;
+	}
+	__atomic_store_n(&m->lease_backoff, LEASE_BACKOFF, __ATOMIC_RELAXED);
+	return 0;
+}
+
 ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
 {
 	struct fastmap *m = (struct fastmap *)o->gohandle;
@@ -422,14 +451,25 @@ ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
 		return -2;
 	uint64_t end = (uint64_t)off + n;
 	uint64_t first = (uint64_t)off / m->ps, last = (end - 1) / m->ps;
-	uint64_t s = enter(m);
-	int no = refused(m, s);
-	int64_t size = __atomic_load_n((int64_t *)(m->pt + IOW_PT_OFF_SIZE), __ATOMIC_SEQ_CST);
-	int64_t k = -1;
-	if (!no && size >= 0) {
-		k = end > (uint64_t)size && iow_nofastnew ? -1 : room(m, first, last, size);
-		if (k > 0 && !take_lease(m, k))
-			k = -1; /* the lease is spent: the kernel path until it is refilled */
+	uint64_t s;
+	int no;
+	int64_t size, k;
+	for (int asked = 0;; asked++) {
+		s = enter(m);
+		no = refused(m, s);
+		size = __atomic_load_n((int64_t *)(m->pt + IOW_PT_OFF_SIZE), __ATOMIC_SEQ_CST);
+		k = -1;
+		if (!no && size >= 0)
+			k = end > (uint64_t)size && iow_nofastnew ? -1 : room(m, first, last, size);
+		if (k <= 0 || take_lease(m, k))
+			break;
+		/* The lease is spent: ask the daemon for more (once), else the
+		 * kernel path, with nothing moved. */
+		leave(m);
+		if (asked || !refill(o, m, k)) {
+			IOW_ADD(fast_misses, 1);
+			return -2;
+		}
 	}
 	if (k < 0) {
 		leave(m);

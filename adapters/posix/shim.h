@@ -108,6 +108,7 @@ struct iow_counters {
 	unsigned long fast_read, fast_write, kernel_read, kernel_write;
 	unsigned long fast_hits, fast_misses;
 	unsigned long ipc_read, ipc_write; /* bytes of misses carried by runtime/ipc */
+	unsigned long ipc_lease;           /* lease refills granted over runtime/ipc */
 };
 extern struct iow_counters iow_cnt;
 #define IOW_ADD(field, v) __atomic_fetch_add(&iow_cnt.field, (unsigned long)(v), __ATOMIC_RELAXED)
