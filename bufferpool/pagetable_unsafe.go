@@ -508,6 +508,19 @@ func (b *Bucket) SharedSize() int64 {
 	return -1
 }
 
+// ShimPlaced reports whether page i is resident in the shared table: in
+// the pool, or created by a shim and not harvested yet (its copy may be
+// under way; the next exclusive lock waits for it and adopts the page).
+func (b *Bucket) ShimPlaced(i int64) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.pages[i] != nil {
+		return true
+	}
+	pt := b.pt
+	return pt != nil && i >= 0 && i < ptMaxPages && atomic.LoadUint64(&pt.bits[i/64])&(1<<(uint(i)%64)) != 0
+}
+
 // ClaimSharedSize reserves [from, to) at the end of the file for an
 // append: it raises the shared size to to if the size is at most from
 // (the owner's own writes may not be published yet), and fails if it is

@@ -486,3 +486,62 @@ ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
 	IOW_ADD(fast_write, n);
 	return (ssize_t)n;
 }
+
+/* APPEND_TRIES bounds the CAS races one append may lose to other
+ * appenders before it takes the kernel path. */
+#define APPEND_TRIES 1024
+
+/* iow_fast_append appends n bytes at the file's end in shared memory: it
+ * reserves [size, size+n) with a CAS on the shared size, so appends of
+ * every shim of the node and of the FUSE door (bufferpool/files,
+ * claimAppend: the same CAS, ClaimSharedSize) land one after the other,
+ * none overlapped. The pages must be resident or new (past the size), as
+ * for any fast write; the reservation and the copy happen inside
+ * enter/leave, so no truncation or eviction comes between. The copy lands
+ * after the size is raised: a reader racing it may see the range as zeros
+ * for as long as the copy takes (the FUSE door's appends too). *at is the
+ * end of the append (the fd's new offset). -2 when nothing moved. */
+ssize_t iow_fast_append(struct iow_ofd *o, const void *buf, size_t n, off_t *at)
+{
+	struct fastmap *m = (struct fastmap *)o->gohandle;
+	if (!m || !m->writable || n == 0 || iow_nofastnew)
+		return -2;
+	int64_t *sz = (int64_t *)(m->pt + IOW_PT_OFF_SIZE);
+	for (int tries = 0, asked = 0; tries < APPEND_TRIES; tries++) {
+		uint64_t s = enter(m);
+		int64_t size = __atomic_load_n(sz, __ATOMIC_SEQ_CST);
+		if (refused(m, s) || size < 0 || (uint64_t)size + n < (uint64_t)size) {
+			leave(m);
+			break;
+		}
+		uint64_t end = (uint64_t)size + n;
+		uint64_t first = (uint64_t)size / m->ps, last = (end - 1) / m->ps;
+		int64_t k = room(m, first, last, size);
+		if (k < 0) {
+			leave(m);
+			break;
+		}
+		if (k > 0 && !take_lease(m, k)) {
+			leave(m);
+			if (asked++ || !refill(o, m, k))
+				break;
+			continue;
+		}
+		if (!__atomic_compare_exchange_n(sz, &size, (int64_t)end, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+			/* Another appender (or an extending write) moved the end:
+			 * give the pages back and try at the new end. */
+			if (k > 0)
+				__atomic_fetch_add((int64_t *)(m->pt + IOW_PT_OFF_LEASE), k, __ATOMIC_RELAXED);
+			leave(m);
+			continue;
+		}
+		place(m, buf, n, end - n, first, last, k);
+		leave(m);
+		*at = (off_t)end;
+		IOW_ADD(fast_hits, 1);
+		IOW_ADD(fast_write, n);
+		return (ssize_t)n;
+	}
+	IOW_ADD(fast_misses, 1);
+	return -2;
+}

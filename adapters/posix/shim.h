@@ -57,6 +57,7 @@ void iow_attach_fast(struct iow_ofd *o);
 void iow_detach_fast(struct iow_ofd *o); /* plain C state: a forked child may unmap its copy too */
 ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off);
 ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off);
+ssize_t iow_fast_append(struct iow_ofd *o, const void *buf, size_t n, off_t *at); /* O_APPEND: at the shared size */
 int iow_fast_shared_writers(struct iow_ofd *o); /* a shim may write the file in place */
 void iow_fast_ksync(struct iow_ofd *o, int fd); /* the kernel sees the shared size */
 int iow_fast_map_begin(struct iow_ofd *o);      /* a shared map of the file: 1 if counted */

@@ -118,10 +118,13 @@ func (f *file) syncShim() bool {
 	}
 	// A shim raises the size only past a page it placed first (fast.c), so
 	// a size whose last byte is in no page is not one a write made: a
-	// hostile or broken client wrote it, and it is ignored (the next
-	// look, after that page is harvested, takes a real one). Without this
+	// hostile or broken client wrote it, and it is ignored. Without this
 	// a scribbled word made the file 7 EB long and its write-back EFBIG.
-	if ps := f.bucket.PageSize(); !f.bucket.HasPage((s-1)/ps) || s > maxFileSize {
+	// A page a shim created and is still copying into counts (an append
+	// reserves its range before the copy): a FUSE-door append waiting
+	// for that size must not wait for the harvest, nor forever for a
+	// client killed in the copy.
+	if ps := f.bucket.PageSize(); s > maxFileSize || !f.bucket.ShimPlaced((s-1)/ps) {
 		return false
 	}
 	growTo(&f.size, s)
