@@ -158,6 +158,7 @@ func (b *Bucket) adoptLocked(pt *pageTable, i int64, now int64) bool {
 // shims' reach: the shared size passes its first byte.
 func (b *Bucket) raiseSizeForLocked(i int64) {
 	if pt := b.pt; pt != nil {
+		pt.noteDataEnd((i + 1) * b.pageSize)
 		maxInt64(pt.size(), i*b.pageSize+1)
 	}
 }

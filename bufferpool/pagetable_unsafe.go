@@ -3,6 +3,7 @@ package bufferpool
 import (
 	"fmt"
 	"log"
+	"math"
 	"math/bits"
 	"runtime"
 	"sync"
@@ -107,6 +108,13 @@ const (
 	ptOffMappers  = abi.PTOffMappers
 	ptOffLease    = abi.PTOffLease
 	ptOffCover    = abi.PTOffCover
+	// ptOffNewFrom: no page at or past it holds data the table does not
+	// show as resident, so a shim may create a non-resident page there
+	// even below the size (a hole, as a shared file's ranks leave them:
+	// fast.c, room). Raised by the daemon only (noteDataEnd); never
+	// lowered while the table lives; math.MaxInt64 until the owner first
+	// publishes its size.
+	ptOffNewFrom = abi.PTOffNewFrom
 	ptOffResident = abi.PTOffResident
 	ptOffDirty    = abi.PTOffDirty
 
@@ -253,8 +261,32 @@ func (pt *pageTable) setLocked(i int64, resident bool) {
 	if resident {
 		atomic.OrUint64(&pt.bits[w], bit)
 	} else {
+		// Its bytes live on elsewhere (a lower tier, the backing file) or
+		// were dropped: either way no shim may take it for a hole.
+		pt.noteDataEnd((i + 1) * pt.pageSize())
 		atomic.AndUint64(&pt.bits[w], ^bit)
 		atomic.AndUint64(&pt.dirty[w], ^bit)
+	}
+}
+
+func (pt *pageTable) pageSize() int64 { return int64(atomic.LoadUint64(pt.word(ptOffPageSize))) }
+
+// noteDataEnd raises the table's new-from word to end: the daemon holds
+// data below it that the table may not show (see ptOffNewFrom). Before the
+// owner's first size it stays unset (no holes for shims).
+func (pt *pageTable) noteDataEnd(end int64) {
+	p := pt.word64(ptOffNewFrom)
+	if atomic.LoadInt64(p) != math.MaxInt64 {
+		maxInt64(p, end)
+	}
+}
+
+// publishDataEnd is noteDataEnd for the owner's size, which also sets the
+// word the first time.
+func (pt *pageTable) publishDataEnd(size int64) {
+	p := pt.word64(ptOffNewFrom)
+	if !atomic.CompareAndSwapInt64(p, math.MaxInt64, size) {
+		maxInt64(p, size)
 	}
 }
 
@@ -468,6 +500,7 @@ func (b *Bucket) newPageTableLocked() (*pageTable, error) {
 	*pt.word(ptOffPageSize) = uint64(b.pageSize)
 	*pt.word(ptOffNbits) = ptMaxPages
 	*pt.word(ptOffSeq) = 1 // odd: we hold the lock; Unlock makes it even
+	*pt.word64(ptOffNewFrom) = math.MaxInt64
 	*pt.word(ptOffCover) = uint64(s0size(b))
 	pt.cover = s0size(b)
 	for i, bl := range b.pages {
@@ -490,6 +523,7 @@ func (b *Bucket) SetSharedSize(size int64) {
 	b.jsize.Store(size)
 	b.mu.RLock()
 	if pt := b.pt; pt != nil {
+		pt.publishDataEnd(size)
 		maxInt64(pt.size(), size)
 	}
 	b.jsizeChangedLocked()

@@ -308,20 +308,25 @@ ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off)
 }
 
 /* room says whether the write [first, last] may land in shared memory:
- * every page resident, or one this writer may create (its first byte at
- * or past the size: no old data to stage in; inside the segment's cover
- * and the map). It returns the pages to create, or -1. */
+ * every page resident, or one this writer may create: no old data to
+ * stage in (its first byte at or past the size, or a hole: at or past the
+ * daemon's new-from word, below which lies every byte the table does not
+ * show, so that the ranks of a shared file each create their own part),
+ * inside the segment's cover and the map. It returns the pages to create,
+ * or -1. */
 static int64_t room(const struct fastmap *m, uint64_t first, uint64_t last, int64_t size)
 {
 	const uint64_t *bits = (const uint64_t *)(m->pt + IOW_PT_OFF_RESIDENT);
 	uint64_t cover = __atomic_load_n((const uint64_t *)(m->pt + IOW_PT_OFF_COVER), __ATOMIC_ACQUIRE);
+	int64_t nf = __atomic_load_n((const int64_t *)(m->pt + IOW_PT_OFF_NEW_FROM), __ATOMIC_ACQUIRE);
+	uint64_t newfrom = nf < 0 ? UINT64_MAX : (uint64_t)nf;
 	if (last >= m->nbits || (last + 1) * m->ps > m->datalen)
 		return -1;
 	int64_t k = 0;
 	for (uint64_t i = first; i <= last; i++) {
 		if (__atomic_load_n(&bits[i / 64], __ATOMIC_RELAXED) & (1ull << (i % 64)))
 			continue;
-		if (i * m->ps < (uint64_t)size || (i + 1) * m->ps > cover)
+		if ((i * m->ps < (uint64_t)size && i * m->ps < newfrom) || (i + 1) * m->ps > cover)
 			return -1;
 		k++;
 	}
