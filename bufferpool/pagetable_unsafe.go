@@ -105,16 +105,16 @@ const (
 	// ptOffMappers is the shims' count of their shared maps of the file
 	// (adapters/posix/mmap.c): not 0 sends every shim to the kernel path.
 	// The daemon never reads it; it resets it with the writer count.
-	ptOffMappers  = abi.PTOffMappers
-	ptOffLease    = abi.PTOffLease
-	ptOffCover    = abi.PTOffCover
+	ptOffMappers = abi.PTOffMappers
+	ptOffLease   = abi.PTOffLease
+	ptOffCover   = abi.PTOffCover
 	// ptOffNewFrom: no page at or past it holds data the table does not
 	// show as resident, so a shim may create a non-resident page there
 	// even below the size (a hole, as a shared file's ranks leave them:
 	// fast.c, room). Raised by the daemon only (noteDataEnd); never
 	// lowered while the table lives; math.MaxInt64 until the owner first
 	// publishes its size.
-	ptOffNewFrom = abi.PTOffNewFrom
+	ptOffNewFrom  = abi.PTOffNewFrom
 	ptOffResident = abi.PTOffResident
 	ptOffDirty    = abi.PTOffDirty
 
