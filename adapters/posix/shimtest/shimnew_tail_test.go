@@ -92,4 +92,3 @@ func TestExtendTailF(t *testing.T) {
 	}
 	requireFastWrites(t, parseReport(t, rep), len(want))
 }
-
