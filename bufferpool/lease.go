@@ -7,29 +7,34 @@ import (
 
 // Shim leases: new pages placed by clients.
 //
-// A shim that writes past the end of the file, to a page that holds no
-// old data (its first byte at or past the shared size) and is not
-// resident, creates the page itself: it takes one page of the table's
-// lease (a CAS that never takes it below 0), sets the page's resident and
-// dirty bits, copies into the segment at i*PageSize, raises the shared
-// size with an atomic max and sets the hint's "new" bit, all inside the
-// writers window of the page-table protocol (pagetable_unsafe.go), so no
-// daemon lock overlaps it. The segment is covered (it exists, sparse) up
-// to the table's cover word; the shim creates no page past it.
+// A shim that writes to a page that holds no old data (its first byte at
+// or past the shared size, or at or past the table's new_from word: a
+// hole) and is not resident, creates the page itself: it takes one page
+// of the table's lease (a CAS that never takes it below 0), sets the
+// page's resident bit, copies into the segment at i*PageSize, sets its
+// dirty bit, raises the shared size with an atomic max (an append: a CAS
+// before the copy) and sets the hint's "new" bit, all inside the writers
+// window of the page-table protocol (pagetable_unsafe.go), so no
+// exclusive daemon lock overlaps it; harvests run beside it (LockMeta).
+// The segment is covered (it exists, sparse) up to the table's cover
+// word; the shim creates no page past it.
 //
 // The lease is capacity: every page of it is reserved in the first tier's
 // accounting (b.leased bytes) before it is published, so creating a page
-// never takes the tier past its capacity. The next write lock harvests:
-// each created page becomes a dirty first-tier blob whose reservation is
-// taken out of b.leased (adoptNewLocked). The owner refills the lease in
-// large steps (RefillShimLease) and returns what is left of it when the
-// last read-write map of the file is released (ReturnShimLease), which
-// also covers a client killed in the middle of an extend. A shim that
-// finds the lease empty takes the kernel path: nothing is lost.
+// never takes the tier past its capacity. The next harvest: each created
+// page becomes a dirty first-tier blob whose reservation is taken out of
+// b.leased (adoptLocked). The owner refills the lease in large steps
+// (RefillShimLease: every harvester tick, and when a shim asks over
+// runtime/ipc, files.Handle.RefillShimLease; the lease word is only added
+// to, shims take from it meanwhile) and returns what is left of it when
+// the last read-write map of the file is released (ReturnShimLease),
+// which also covers a client killed in the middle of an extend. A shim
+// whose lease cannot be refilled takes the kernel path: nothing is lost.
 //
 // A page the daemon creates on a lower tier while the table exists lies
-// inside the shared size at once (enterTierLocked raises it past the
-// page's first byte), so no shim creates a second copy of it.
+// inside the shared size and below new_from at once (enterTierLocked
+// raises both past the page), and so does a page leaving the first tier,
+// so no shim creates a second copy of it.
 
 // RefillShimLease tops the lease of a bucket with a read-write page table
 // up to pages pages when less than half of that is left, reserving the

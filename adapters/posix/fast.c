@@ -25,7 +25,16 @@
  * The grant's reply names the ipc socket. Only that enters Go, and never
  * in a forked child (the callers check iow_in_child).
  *
- * Anything else (an extending write, an append, an ipc call that failed
+ * New data (bufferpool/lease.go has the protocol): a write to pages
+ * past the size, or in a hole at or past the table's new_from word, takes
+ * pages of the file's lease, marks them resident, copies, sets their
+ * dirty bits, and raises the size (atomic max); an O_APPEND write reserves
+ * its range with a CAS on the size first (iow_fast_append). The daemon
+ * harvests beside us (it never makes seq odd to harvest), so a dirty bit
+ * is set only after the copy it stands for. A spent lease is refilled
+ * over runtime/ipc (refill) before the write gives up.
+ *
+ * Anything else (a write the lease cannot cover, an ipc call that failed
  * before data moved) returns -2 and the caller takes the kernel path, with
  * nothing moved. */
 #include "shim.h"

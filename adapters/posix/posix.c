@@ -899,7 +899,12 @@ off64_t lseek64(int fd, off64_t off, int whence)
 }
 
 /* fsync is the durability point through the kernel door: the daemon's
- * fsync writes every dirty page of the file back, whichever door wrote it. */
+ * fsync harvests what shims wrote in shared memory (dirty bits, new
+ * pages, the shared size) and writes every dirty page of the file and its
+ * size back, whichever door wrote them, before it answers: one FUSE
+ * request, next to which an ipc round trip would save ~20 us of a call
+ * that waits for the backing store. close needs nothing from the daemon
+ * beyond the kernel's FLUSH (which queues the write-back). */
 int fsync(int fd)
 {
 	if (iow_maybe_ours(fd))
