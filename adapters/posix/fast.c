@@ -388,9 +388,10 @@ static uint64_t enter(const struct fastmap *m)
 		s = __atomic_load_n((uint64_t *)(m->pt + IOW_PT_OFF_SEQ), __ATOMIC_SEQ_CST);
 		if (!(s & 1) || attempt == 64)
 			return s;
-		/* The daemon holds the bucket's lock (a harvest or a lease
-		 * refill: microseconds): step out so that it can go on, and come
-		 * back; past a few spins, give it the CPU. */
+		/* The daemon holds the bucket's lock exclusively (it moves a
+		 * page: a FUSE-door write, a stage-in, an eviction; harvests and
+		 * lease refills never do this): step out so that it can go on,
+		 * and come back; past a few spins, give it the CPU. */
 		__atomic_fetch_sub(writers, 1, __ATOMIC_RELEASE);
 		if (attempt < 8)
 			for (int i = 0; i < 256; i++)
