@@ -12,8 +12,8 @@ import (
 	"testing"
 )
 
-// TestCatAppendTwoDoors: tee -a (cat >> log, with the open in the
-// program) under the shim and one without it append numbered lines to one
+// TestCatAppendTwoDoors: a line appender (cat >> log, one write per
+// line) under the shim and one without it append numbered lines to one
 // file at once. The shim's
 // appends take the fast path (a CAS on the shared size reserves each
 // range), the other's go through FUSE, where the daemon reserves its
@@ -34,10 +34,16 @@ func TestCatAppendTwoDoors(t *testing.T) {
 	start := func(tag string, shim bool) chan res {
 		c := make(chan res, 1)
 		rep := filepath.Join(t.TempDir(), "report")
-		// tee -a: cat >> log with the open (O_APPEND) made by the
-		// program under the shim itself (an fd a shell opened and passed
-		// through exec is the kernel's in the new image).
-		cmd := exec.Command("tee", "-a", p)
+		// cat >> log, with the open (O_APPEND) made by the program under
+		// the shim itself (an fd a shell opened and passed through exec
+		// is the kernel's in the new image) and one write(2) per line
+		// (cat and tee write what one read of the pipe returned, which
+		// may end inside a line).
+		cmd := exec.Command("python3", "-c", `import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+for line in sys.stdin.buffer:
+    os.write(fd, line)
+os.close(fd)`, p)
 		if shim {
 			cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "IOWARP_REPORT="+rep)
 		}
