@@ -7,25 +7,29 @@ import (
 
 // Shim leases: new pages placed by clients.
 //
-// A shim that writes past the end of the file, to a page that holds no
-// old data (its first byte at or past the shared size) and is not
-// resident, creates the page itself: it takes one page of the table's
-// lease (a CAS that never takes it below 0), sets the page's resident and
-// dirty bits, copies into the segment at i*PageSize, raises the shared
-// size with an atomic max and sets the hint's "new" bit, all inside the
-// writers window of the page-table protocol (pagetable_unsafe.go), so no
-// daemon lock overlaps it. The segment is covered (it exists, sparse) up
-// to the table's cover word; the shim creates no page past it.
+// A shim that writes to a page that holds no old data (its first byte at
+// or past the shared size, or at or past the table's new_from word: a
+// hole) and is not resident, creates the page itself: it takes one page
+// of the table's lease (a CAS that never takes it below 0), sets the
+// page's resident bit, copies into the segment at i*PageSize, sets its
+// dirty bit, raises the shared size with an atomic max (an append: a CAS
+// before the copy) and sets the hint's "new" bit, all inside the writers
+// window of the page-table protocol (pagetable_unsafe.go), so no
+// exclusive daemon lock overlaps it; harvests run beside it (LockMeta).
+// The segment is covered (it exists, sparse) up to the table's cover
+// word; the shim creates no page past it.
 //
 // The lease is capacity: every page of it is reserved in the first tier's
 // accounting (b.leased bytes) before it is published, so creating a page
-// never takes the tier past its capacity. The next write lock harvests:
-// each created page becomes a dirty first-tier blob whose reservation is
-// taken out of b.leased (adoptNewLocked). The owner refills the lease in
-// large steps (RefillShimLease) and returns what is left of it when the
-// last read-write map of the file is released (ReturnShimLease), which
-// also covers a client killed in the middle of an extend. A shim that
-// finds the lease empty takes the kernel path: nothing is lost.
+// never takes the tier past its capacity. The next harvest: each created
+// page becomes a dirty first-tier blob whose reservation is taken out of
+// b.leased (adoptLocked). The owner refills the lease in large steps
+// (RefillShimLease: every harvester tick, and when a shim asks over
+// runtime/ipc, files.Handle.RefillShimLease; the lease word is only added
+// to, shims take from it meanwhile) and returns what is left of it when
+// the last read-write map of the file is released (ReturnShimLease),
+// which also covers a client killed in the middle of an extend. A shim
+// whose lease cannot be refilled takes the kernel path: nothing is lost.
 //
 // Leases are capacity no page fills yet, so they must not push data out
 // of the tier: a refill takes at most a quarter of the room left below
@@ -35,16 +39,19 @@ import (
 // moves (returnLeases); the owners refill them within what is left.
 //
 // A page the daemon creates on a lower tier while the table exists lies
-// inside the shared size at once (enterTierLocked raises it past the
-// page's first byte), so no shim creates a second copy of it.
+// inside the shared size and below new_from at once (enterTierLocked
+// raises both past the page), and so does a page leaving the first tier,
+// so no shim creates a second copy of it.
 
 // RefillShimLease tops the lease of a bucket with a read-write page table
 // up to pages pages when less than half of that is left, reserving the
 // capacity in the first tier (less, down to nothing, when the tier has
-// not that much free). It reports the pages the lease now holds.
+// not that much free). It reports the pages the lease now holds. Shims
+// go on writing meanwhile (LockMeta): the lease word is only ever added
+// to, never stored over a page a shim took from it.
 func (b *Bucket) RefillShimLease(pages int64) int64 {
-	b.mu.Lock() // harvests: pages created so far leave the lease's count
-	defer b.mu.Unlock()
+	b.mu.LockMeta() // harvests: pages created so far leave the lease's count
+	defer b.mu.UnlockMeta()
 	pt := b.pt
 	if pt == nil || b.dead || atomic.LoadUint32(pt.flags())&ptWritable == 0 || pages <= 0 {
 		return 0
@@ -67,35 +74,33 @@ func (b *Bucket) RefillShimLease(pages int64) int64 {
 	for want > 0 && !ts.reserve(want*alloc) {
 		want /= 2
 	}
-	if want > 0 {
-		b.leaseAddLocked(want * alloc)
-		b.p.lease.refills.Add(1)
+	if want == 0 {
+		return credit
 	}
-	credit += want
-	end := roundUpTo(atomic.LoadInt64(pt.size()), b.pageSize) + 2*credit*b.pageSize
+	b.leaseAddLocked(want * alloc)
+	b.p.lease.refills.Add(1)
+	end := roundUpTo(atomic.LoadInt64(pt.size()), b.pageSize) + 2*(credit+want)*b.pageSize
 	if end > ptMaxPages*b.pageSize {
 		end = ptMaxPages * b.pageSize
 	}
 	if err := b.coverLocked(pt, end); err != nil {
 		log.Printf("bufferpool: bucket %s: lease: %v", b.Name(), err)
 	}
-	atomic.StoreInt64(pt.word64(ptOffLease), credit)
-	return credit
+	return atomic.AddInt64(pt.word64(ptOffLease), want)
 }
 
 // clampLeaseLocked reads the lease and holds it to what b.leased covers (a
 // client may scribble over the table; it cannot create reserved room).
+// Shims take pages from the word meanwhile: it is lowered by CAS only.
 func (b *Bucket) clampLeaseLocked(pt *pageTable, alloc int64) int64 {
-	credit := atomic.LoadInt64(pt.word64(ptOffLease))
-	if max := b.leased / alloc; credit > max || credit < 0 {
-		if credit > max {
-			credit = max
-		} else {
-			credit = 0
+	p := pt.word64(ptOffLease)
+	for {
+		credit := atomic.LoadInt64(p)
+		want := min(max(credit, 0), b.leased/alloc)
+		if want == credit || atomic.CompareAndSwapInt64(p, credit, want) {
+			return want
 		}
-		atomic.StoreInt64(pt.word64(ptOffLease), credit)
 	}
-	return credit
 }
 
 // ReturnShimLease empties the lease and gives its capacity back to the
@@ -171,39 +176,10 @@ func (b *Bucket) ShimLease() (pages, reserved int64) {
 	return pages, b.leased
 }
 
-// adoptNewLocked makes each page a shim created (dirty bit set, no blob)
-// a dirty first-tier blob, paid for out of the lease. A dirty bit with no
-// resident bit and no blob is stale and dropped. Returns the pages
-// adopted. Under the write lock with every shim writer out.
-func (b *Bucket) adoptNewLocked(pt *pageTable, now int64) int {
-	n := 0
-	for w := range pt.dirty {
-		d := atomic.LoadUint64(&pt.dirty[w])
-		for d != 0 {
-			bit := d & -d
-			d &^= bit
-			i := int64(w)*64 + int64(trailingZeros(bit))
-			if b.pages[i] != nil {
-				continue // an existing page: harvestLocked's loop
-			}
-			if b.adoptLocked(pt, i, now) {
-				n++
-			}
-		}
-	}
-	return n
-}
-
-func trailingZeros(x uint64) int {
-	n := 0
-	for x&1 == 0 {
-		x >>= 1
-		n++
-	}
-	return n
-}
-
-// adoptLocked turns page i, created by a shim, into a blob.
+// adoptLocked turns page i, created by a shim (its dirty bit, just taken
+// by the harvest, and no blob), into a dirty first-tier blob paid for out
+// of the lease. A dirty bit with no resident bit is stale and dropped; a
+// page past the lease (a broken or hostile client) is dropped too.
 func (b *Bucket) adoptLocked(pt *pageTable, i int64, now int64) bool {
 	w, bit := i/64, uint64(1)<<(uint(i)%64)
 	alloc := roundUp(b.pageSize)
@@ -215,7 +191,6 @@ func (b *Bucket) adoptLocked(pt *pageTable, i int64, now int64) bool {
 		ok = false
 	}
 	if !ok {
-		atomic.AndUint64(&pt.dirty[w], ^bit)
 		if resident {
 			b.p.lease.dropped.Add(1)
 			// A hostile client can set every bit: log the 1st, 2nd, 4th …
@@ -231,7 +206,6 @@ func (b *Bucket) adoptLocked(pt *pageTable, i int64, now int64) bool {
 		}
 		return false
 	}
-	atomic.AndUint64(&pt.dirty[w], ^bit)
 	b.p.lease.adopted.Add(1)
 	bl := &blob{page: i, size: b.pageSize, alloc: alloc, scoreAt: now}
 	b.segs[0].nblobs++
@@ -246,6 +220,7 @@ func (b *Bucket) adoptLocked(pt *pageTable, i int64, now int64) bool {
 // shims' reach: the shared size passes its first byte.
 func (b *Bucket) raiseSizeForLocked(i int64) {
 	if pt := b.pt; pt != nil {
+		pt.noteDataEnd((i + 1) * b.pageSize)
 		maxInt64(pt.size(), i*b.pageSize+1)
 	}
 }

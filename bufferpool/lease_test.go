@@ -11,8 +11,8 @@ import (
 
 // shimCreate does what adapters/posix/fast.c does for a write of new page
 // i: enter, check seq, cover and residency, take a page of the lease,
-// mark the page resident and dirty, copy, raise the size, set the hint,
-// leave. Reports false when the shim would take the kernel path.
+// mark the page resident, copy, mark it dirty, raise the size, set the
+// hint, leave. Reports false when the shim would take the kernel path.
 func shimCreate(pt *pageTable, seg []byte, i int64, ps int, b byte) bool {
 	w := (*int64)(ptrAt(pt.mem, ptOffWriters))
 	atomic.AddInt64(w, 1)
@@ -27,10 +27,10 @@ func shimCreate(pt *pageTable, seg []byte, i int64, ps int, b byte) bool {
 		return false
 	}
 	atomic.OrUint64(&pt.bits[i/64], 1<<(uint(i)%64))
-	atomic.OrUint64(&pt.dirty[i/64], 1<<(uint(i)%64))
 	for k := range ps {
 		seg[int(i)*ps+k] = b
 	}
+	atomic.OrUint64(&pt.dirty[i/64], 1<<(uint(i)%64))
 	maxInt64(pt.size(), (i+1)*int64(ps))
 	atomic.OrUint64(pt.word(ptOffHint), abi.PTHintDirty|abi.PTHintNew)
 	return true

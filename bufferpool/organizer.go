@@ -40,9 +40,9 @@ func (p *Pool) Organize() {
 func (p *Pool) foldScores(now int64) [][]victim {
 	perTier := make([][]victim, len(p.tiers))
 	for _, b := range p.snapshot() {
-		b.mu.Lock()
+		b.mu.LockMeta() // scores only: shim writers go on
 		if b.dead {
-			b.mu.Unlock()
+			b.mu.UnlockMeta()
 			continue
 		}
 		add := func(bl *blob) {
@@ -56,7 +56,7 @@ func (p *Pool) foldScores(now int64) [][]victim {
 		for _, bl := range b.named {
 			add(bl)
 		}
-		b.mu.Unlock()
+		b.mu.UnlockMeta()
 	}
 	return perTier
 }

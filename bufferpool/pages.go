@@ -270,8 +270,8 @@ func (b *Bucket) SnapshotDirty(i int64, buf []byte, rs []Range) (PageSnapshot, e
 // version (a write since the snapshot keeps it dirty). Reports whether it
 // was cleared.
 func (b *Bucket) MarkClean(i int64, version uint64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.mu.LockMeta() // a dirty bit: shim writers go on (a shim write since sets its own bit again)
+	defer b.mu.UnlockMeta()
 	bl := b.pages[i]
 	if bl == nil || bl.version != version {
 		return false
@@ -282,8 +282,8 @@ func (b *Bucket) MarkClean(i int64, version uint64) bool {
 
 // MarkDirty sets the dirty bit again (a failed write-back).
 func (b *Bucket) MarkDirty(i int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.mu.LockMeta()
+	defer b.mu.UnlockMeta()
 	if bl := b.pages[i]; bl != nil {
 		b.setDirtyLocked(bl, true)
 		bl.dranges.add(0, b.pageSize)
@@ -293,8 +293,8 @@ func (b *Bucket) MarkDirty(i int64) {
 // DirtyPages lists indices of dirty pages in ascending order.
 func (b *Bucket) DirtyPages() []int64 {
 	if b.shimDirtyHint() {
-		b.mu.Lock() // harvests shim writes first
-		b.mu.Unlock()
+		b.mu.LockMeta() // harvests shim writes first
+		b.mu.UnlockMeta()
 	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()

@@ -3,6 +3,8 @@ package bufferpool
 import (
 	"fmt"
 	"log"
+	"math"
+	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -33,7 +35,8 @@ import (
 //	4096  resident bitmap: bit i set = page i is resident in the first
 //	      tier, at i*PageSize of its segment (written by the daemon only)
 //	4096+nbits/8  dirty bitmap: bit i set = a shim wrote page i since the
-//	      last harvest (set by shims, cleared by the daemon)
+//	      last harvest (set by shims after their copy, taken by the
+//	      daemon with an atomic swap of its word)
 //
 // Reads. Every change of a page's bytes or placement happens under the
 // bucket's write lock, and the lock makes seq odd for as long as it is
@@ -53,6 +56,16 @@ import (
 // of a first-tier page is cleared and the page marked dirty in the pool
 // with a new version (harvestLocked), so write-back, eviction and
 // demotion see shim writes like any other; DirtyPages harvests first too.
+//
+// Harvests that change only the pool's metadata (the 50 ms harvester,
+// stat's and write-back's, lease refills, MarkClean) take the lock with
+// LockMeta instead: seq stays even and the daemon does not wait for
+// writers, so a shim writer never meets them. They snapshot and clear
+// the dirty bitmap a word at a time (atomic swap) while writers go on;
+// a writer sets its pages' dirty bits after its copy, so each bit taken
+// stands for a finished copy, and one set later is the next harvest's.
+// Only what moves bytes or placement (a page written, staged in,
+// evicted, demoted, punched, truncated) excludes the shims.
 //
 // A writer that never leaves (killed or stopped inside a copy, or a client
 // scribbling over writers) must not hang the daemon: after ptWaitBound the
@@ -92,9 +105,16 @@ const (
 	// ptOffMappers is the shims' count of their shared maps of the file
 	// (adapters/posix/mmap.c): not 0 sends every shim to the kernel path.
 	// The daemon never reads it; it resets it with the writer count.
-	ptOffMappers  = abi.PTOffMappers
-	ptOffLease    = abi.PTOffLease
-	ptOffCover    = abi.PTOffCover
+	ptOffMappers = abi.PTOffMappers
+	ptOffLease   = abi.PTOffLease
+	ptOffCover   = abi.PTOffCover
+	// ptOffNewFrom: no page at or past it holds data the table does not
+	// show as resident, so a shim may create a non-resident page there
+	// even below the size (a hole, as a shared file's ranks leave them:
+	// fast.c, room). Raised by the daemon only (noteDataEnd); never
+	// lowered while the table lives; math.MaxInt64 until the owner first
+	// publishes its size.
+	ptOffNewFrom  = abi.PTOffNewFrom
 	ptOffResident = abi.PTOffResident
 	ptOffDirty    = abi.PTOffDirty
 
@@ -153,6 +173,23 @@ func (m *seqMutex) Unlock() {
 	m.bump()
 	m.RWMutex.Unlock()
 }
+
+// LockMeta takes the write side of the lock without the page table's
+// exclusion of shims: seq stays even, so shim readers and writers go on
+// inside pages meanwhile, and the daemon never waits for them. Then it
+// harvests (concurrently with them: see harvestLocked). For changes of
+// the bucket's metadata only (dirty bits, versions, adopting a page a shim
+// created, the lease): never a page's bytes, its placement or a resident
+// bit a shim may rely on. Pair with UnlockMeta.
+func (m *seqMutex) LockMeta() {
+	m.RWMutex.Lock()
+	if m.pt.Load() != nil {
+		m.harvest()
+	}
+}
+
+// UnlockMeta releases LockMeta.
+func (m *seqMutex) UnlockMeta() { m.RWMutex.Unlock() }
 
 // pageTable is the daemon's handle on the shared table.
 type pageTable struct {
@@ -224,8 +261,32 @@ func (pt *pageTable) setLocked(i int64, resident bool) {
 	if resident {
 		atomic.OrUint64(&pt.bits[w], bit)
 	} else {
+		// Its bytes live on elsewhere (a lower tier, the backing file) or
+		// were dropped: either way no shim may take it for a hole.
+		pt.noteDataEnd((i + 1) * pt.pageSize())
 		atomic.AndUint64(&pt.bits[w], ^bit)
 		atomic.AndUint64(&pt.dirty[w], ^bit)
+	}
+}
+
+func (pt *pageTable) pageSize() int64 { return int64(atomic.LoadUint64(pt.word(ptOffPageSize))) }
+
+// noteDataEnd raises the table's new-from word to end: the daemon holds
+// data below it that the table may not show (see ptOffNewFrom). Before the
+// owner's first size it stays unset (no holes for shims).
+func (pt *pageTable) noteDataEnd(end int64) {
+	p := pt.word64(ptOffNewFrom)
+	if atomic.LoadInt64(p) != math.MaxInt64 {
+		maxInt64(p, end)
+	}
+}
+
+// publishDataEnd is noteDataEnd for the owner's size, which also sets the
+// word the first time.
+func (pt *pageTable) publishDataEnd(size int64) {
+	p := pt.word64(ptOffNewFrom)
+	if !atomic.CompareAndSwapInt64(p, math.MaxInt64, size) {
+		maxInt64(p, size)
 	}
 }
 
@@ -260,34 +321,38 @@ func (b *Bucket) coverLocked(pt *pageTable, end int64) error {
 	return nil
 }
 
-// harvestLocked turns the shim's dirty bits into pool state: each set bit
-// of a first-tier page is cleared and the page marked dirty with a new
-// version. Runs under the write lock with every shim writer out.
+// harvestLocked turns the shim's dirty bits into pool state. It runs
+// under the write lock, exclusive (Lock: every shim writer out) or not
+// (LockMeta: shim writers inside pages meanwhile), and takes the bits
+// the same way in both: each word of the dirty bitmap is swapped for 0
+// (snapshot and clear), and each bit taken marks its first-tier page
+// dirty with a new version, or adopts the page a shim created
+// (adoptLocked). A shim sets a page's dirty bit after its copy into the
+// page (fast.c, place), so a bit taken here stands for a copy that is
+// complete; a copy still under way sets the bit again when it ends, and
+// the next harvest takes it (the write-back of a torn image it may make
+// meanwhile is followed by a whole one). A write that returned to its
+// caller has set its bit, so every harvest after it (fsync's) sees it.
 func (b *Bucket) harvestLocked() {
 	pt := b.pt
 	if pt == nil {
 		return
 	}
-	hint := atomic.SwapUint64(pt.word(ptOffHint), 0)
-	if hint == 0 {
+	if atomic.SwapUint64(pt.word(ptOffHint), 0) == 0 {
 		return
 	}
 	now := time.Now().UnixNano()
 	n := 0
-	if hint&abi.PTHintNew != 0 {
-		n += b.adoptNewLocked(pt, now)
-	}
-	for i, bl := range b.pages {
-		if bl.tier != 0 || i >= ptMaxPages {
+	for w := range pt.dirty {
+		if atomic.LoadUint64(&pt.dirty[w]) == 0 {
 			continue
 		}
-		w, bit := i/64, uint64(1)<<(uint(i)%64)
-		if atomic.LoadUint64(&pt.dirty[w])&bit == 0 {
-			continue
+		for d := atomic.SwapUint64(&pt.dirty[w], 0); d != 0; d &= d - 1 {
+			i := int64(w)*64 + int64(bits.TrailingZeros64(d))
+			if b.harvestPageLocked(pt, i, now) {
+				n++
+			}
 		}
-		atomic.AndUint64(&pt.dirty[w], ^bit)
-		b.wroteLocked(bl, now)
-		n++
 	}
 	if n > 0 {
 		b.harvested.Add(int64(n))
@@ -295,6 +360,21 @@ func (b *Bucket) harvestLocked() {
 			(*fn)(n)
 		}
 	}
+}
+
+// harvestPageLocked folds one dirty bit taken from the table: a
+// first-tier page becomes dirty, a page with no blob is adopted, a bit of
+// a page below the first tier is stale (the page left it harvested).
+func (b *Bucket) harvestPageLocked(pt *pageTable, i int64, now int64) bool {
+	bl := b.pages[i]
+	switch {
+	case bl == nil:
+		return b.adoptLocked(pt, i, now)
+	case bl.tier == 0:
+		b.wroteLocked(bl, now)
+		return true
+	}
+	return false
 }
 
 // shimDirtyHint reports whether shim writes may await a harvest.
@@ -310,8 +390,8 @@ func (b *Bucket) shimDirtyHint() bool {
 // the last call found dirty. Cheap without a page table or pending bits.
 func (b *Bucket) HarvestShimWrites() int {
 	if b.shimDirtyHint() {
-		b.mu.Lock() // harvests
-		b.mu.Unlock()
+		b.mu.LockMeta() // harvests
+		b.mu.UnlockMeta()
 	}
 	return int(b.harvested.Swap(0))
 }
@@ -320,8 +400,8 @@ func (b *Bucket) HarvestShimWrites() int {
 // leaving the count for HarvestShimWrites.
 func (b *Bucket) HarvestShim() {
 	if b.shimDirtyHint() {
-		b.mu.Lock() // harvests
-		b.mu.Unlock()
+		b.mu.LockMeta() // harvests
+		b.mu.UnlockMeta()
 	}
 }
 
@@ -425,6 +505,7 @@ func (b *Bucket) newPageTableLocked() (*pageTable, error) {
 	*pt.word(ptOffPageSize) = uint64(b.pageSize)
 	*pt.word(ptOffNbits) = ptMaxPages
 	*pt.word(ptOffSeq) = 1 // odd: we hold the lock; Unlock makes it even
+	*pt.word64(ptOffNewFrom) = math.MaxInt64
 	*pt.word(ptOffCover) = uint64(s0size(b))
 	pt.cover = s0size(b)
 	for i, bl := range b.pages {
@@ -447,6 +528,7 @@ func (b *Bucket) SetSharedSize(size int64) {
 	b.jsize.Store(size)
 	b.mu.RLock()
 	if pt := b.pt; pt != nil {
+		pt.publishDataEnd(size)
 		maxInt64(pt.size(), size)
 	}
 	b.jsizeChangedLocked()
@@ -463,6 +545,19 @@ func (b *Bucket) SharedSize() int64 {
 		return atomic.LoadInt64(pt.size())
 	}
 	return -1
+}
+
+// ShimPlaced reports whether page i is resident in the shared table: in
+// the pool, or created by a shim and not harvested yet (its copy may be
+// under way; the next exclusive lock waits for it and adopts the page).
+func (b *Bucket) ShimPlaced(i int64) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.pages[i] != nil {
+		return true
+	}
+	pt := b.pt
+	return pt != nil && i >= 0 && i < ptMaxPages && atomic.LoadUint64(&pt.bits[i/64])&(1<<(uint(i)%64)) != 0
 }
 
 // ClaimSharedSize reserves [from, to) at the end of the file for an

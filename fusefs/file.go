@@ -48,14 +48,19 @@ func handleOf(f fs.FileHandle) *files.Handle {
 
 // newHandle wraps h and picks the open flags for the kernel: a passthrough
 // open (admit decided it) is served by the kernel from the RAM tier;
-// O_DIRECT bypasses the page cache (FOPEN_DIRECT_IO); the page cache is
+// O_DIRECT bypasses the page cache (FOPEN_DIRECT_IO), and so does O_APPEND:
+// through the page cache the kernel splits a write at its 4 KiB page
+// boundaries into several FUSE writes, each of which the file layer places
+// at the end on its own (claimAppend), so a shim's append (a CAS on the
+// shared size, adapters/posix/fast.c) could land between two halves of one
+// line; a direct write is one request up to max_write. The page cache is
 // kept across opens only where every writer goes through this mount.
 func (n *node) newHandle(ctx context.Context, h *files.Handle, flags uint32, ptFd int) (fs.FileHandle, uint32) {
 	if ptFd >= 0 {
 		return &passthroughHandle{fileHandle: fileHandle{h: h}, fd: ptFd}, 0
 	}
 	var fuseFlags uint32
-	if flags&syscall.O_DIRECT != 0 || shimWriting(n) || n.m.uncachedWrite(ctx, h) {
+	if flags&(syscall.O_DIRECT|syscall.O_APPEND) != 0 || shimWriting(n) || n.m.uncachedWrite(ctx, h) {
 		return &fileHandle{h: h}, fuse.FOPEN_DIRECT_IO
 	}
 	if n.m.keepCache || (n.m.keepCacheAuto && h.CacheValid()) {

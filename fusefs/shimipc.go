@@ -13,10 +13,12 @@ import (
 // pid and uid come from the ipc connection's SO_PEERCRED (never from the
 // request), the token is recomputed from them, the inode and the access
 // mode, and the grant must name a live open bound to exactly that. A
-// write also needs the open to hold a read-write map (the shim's write
-// hits are allowed there): then every other open of the inode bypasses
-// the kernel page cache, and the kernel's copy was dropped when the map
-// was granted, so a write here is seen by a plain read at once.
+// write (or a lease, which is for writes) needs an open for writing that
+// holds a read-write map (an O_WRONLY open gets one only where its uid
+// may read the file; the shim's write hits are allowed there): then
+// every other open of the inode bypasses the kernel page cache, and the
+// kernel's copy was dropped when the map was granted, so a write here is
+// seen by a plain read at once.
 //
 // Errors: EPERM (token), ESTALE (no such open), EBADF (access mode).
 func ShimHandle(grant, ino uint64, pid, uid, acc uint32, token []byte, write bool) (*files.Handle, error) {
@@ -33,7 +35,7 @@ func ShimHandle(grant, ino uint64, pid, uid, acc uint32, token []byte, write boo
 	switch {
 	case !ok:
 		return nil, syscall.ESTALE
-	case write && (acc != syscall.O_RDWR || !rw):
+	case write && (acc == syscall.O_RDONLY || !rw):
 		return nil, syscall.EBADF
 	case !write && acc == syscall.O_WRONLY:
 		return nil, syscall.EBADF

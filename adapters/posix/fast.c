@@ -25,7 +25,16 @@
  * The grant's reply names the ipc socket. Only that enters Go, and never
  * in a forked child (the callers check iow_in_child).
  *
- * Anything else (an extending write, an append, an ipc call that failed
+ * New data (bufferpool/lease.go has the protocol): a write to pages
+ * past the size, or in a hole at or past the table's new_from word, takes
+ * pages of the file's lease, marks them resident, copies, sets their
+ * dirty bits, and raises the size (atomic max); an O_APPEND write reserves
+ * its range with a CAS on the size first (iow_fast_append). The daemon
+ * harvests beside us (it never makes seq odd to harvest), so a dirty bit
+ * is set only after the copy it stands for. A spent lease is refilled
+ * over runtime/ipc (refill) before the write gives up.
+ *
+ * Anything else (a write the lease cannot cover, an ipc call that failed
  * before data moved) returns -2 and the caller takes the kernel path, with
  * nothing moved. */
 #include "shim.h"
@@ -51,6 +60,7 @@ struct fastmap {
 	int writable; /* write hits allowed (both mapped read-write) */
 	int ptw;      /* the table is mapped read-write */
 	int64_t ksize; /* the shared size the kernel was last made to see (iow_fast_ksync) */
+	int lease_backoff; /* writes that skip asking for a lease after a refusal (atomic) */
 	char ipc[IOW_GRANT_IPC_PATH_MAX]; /* the daemon's ipc socket ("" = none) */
 };
 
@@ -59,6 +69,7 @@ int iow_ipc_on; /* IOWARP_IPC=1: misses through runtime/ipc */
 /* Go export (ipc.go). */
 extern ssize_t iowarpIpcIO(char *sock, uint64_t grant, uint64_t ino, uint32_t acc, uint8_t *token,
 			   void *buf, size_t n, int64_t off, int write);
+extern int64_t iowarpIpcLease(char *sock, uint64_t grant, uint64_t ino, uint32_t acc, uint8_t *token, int64_t need);
 
 #define IPC_MAX (1ul << 20) /* larger calls take the kernel path */
 
@@ -154,7 +165,7 @@ void iow_attach_fast(struct iow_ofd *o)
 		free(m);
 		return;
 	}
-	*m = (struct fastmap){pt, data, len, ps, nbits, w && !iow_nofastwrite, w, -1, {0}};
+	*m = (struct fastmap){pt, data, len, ps, nbits, w && !iow_nofastwrite, w, -1, 0, {0}};
 	memcpy(m->ipc, ipc, sizeof m->ipc);
 	o->gohandle = (uintptr_t)m;
 }
@@ -306,20 +317,25 @@ ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off)
 }
 
 /* room says whether the write [first, last] may land in shared memory:
- * every page resident, or one this writer may create (its first byte at
- * or past the size: no old data to stage in; inside the segment's cover
- * and the map). It returns the pages to create, or -1. */
+ * every page resident, or one this writer may create: no old data to
+ * stage in (its first byte at or past the size, or a hole: at or past the
+ * daemon's new-from word, below which lies every byte the table does not
+ * show, so that the ranks of a shared file each create their own part),
+ * inside the segment's cover and the map. It returns the pages to create,
+ * or -1. */
 static int64_t room(const struct fastmap *m, uint64_t first, uint64_t last, int64_t size)
 {
 	const uint64_t *bits = (const uint64_t *)(m->pt + IOW_PT_OFF_RESIDENT);
 	uint64_t cover = __atomic_load_n((const uint64_t *)(m->pt + IOW_PT_OFF_COVER), __ATOMIC_ACQUIRE);
+	int64_t nf = __atomic_load_n((const int64_t *)(m->pt + IOW_PT_OFF_NEW_FROM), __ATOMIC_ACQUIRE);
+	uint64_t newfrom = nf < 0 ? UINT64_MAX : (uint64_t)nf;
 	if (last >= m->nbits || (last + 1) * m->ps > m->datalen)
 		return -1;
 	int64_t k = 0;
 	for (uint64_t i = first; i <= last; i++) {
 		if (__atomic_load_n(&bits[i / 64], __ATOMIC_RELAXED) & (1ull << (i % 64)))
 			continue;
-		if (i * m->ps < (uint64_t)size || (i + 1) * m->ps > cover)
+		if ((i * m->ps < (uint64_t)size && i * m->ps < newfrom) || (i + 1) * m->ps > cover)
 			return -1;
 		k++;
 	}
@@ -372,9 +388,10 @@ static uint64_t enter(const struct fastmap *m)
 		s = __atomic_load_n((uint64_t *)(m->pt + IOW_PT_OFF_SEQ), __ATOMIC_SEQ_CST);
 		if (!(s & 1) || attempt == 64)
 			return s;
-		/* The daemon holds the bucket's lock (a harvest or a lease
-		 * refill: microseconds): step out so that it can go on, and come
-		 * back; past a few spins, give it the CPU. */
+		/* The daemon holds the bucket's lock exclusively (it moves a
+		 * page: a FUSE-door write, a stage-in, an eviction; harvests and
+		 * lease refills never do this): step out so that it can go on,
+		 * and come back; past a few spins, give it the CPU. */
 		__atomic_fetch_sub(writers, 1, __ATOMIC_RELEASE);
 		if (attempt < 8)
 			for (int i = 0; i < 256; i++)
@@ -390,7 +407,10 @@ static void leave(const struct fastmap *m)
 }
 
 /* place copies n bytes at off into pages [first, last], creating the k
- * new ones, and sets their dirty bits and the hint. Inside enter/leave. */
+ * new ones first, then sets their dirty bits and the hint: the daemon's
+ * harvest runs while we copy (it swaps dirty words for 0), so a bit it
+ * takes must stand for a copy that is complete (bufferpool/
+ * pagetable_unsafe.go, harvestLocked). Inside enter/leave. */
 static void place(const struct fastmap *m, const void *buf, size_t n, uint64_t off, uint64_t first, uint64_t last, int64_t k)
 {
 	uint64_t hint = IOW_PT_HINT_DIRTY;
@@ -398,11 +418,11 @@ static void place(const struct fastmap *m, const void *buf, size_t n, uint64_t o
 		create(m, first, last);
 		hint |= IOW_PT_HINT_NEW;
 	}
+	memcpy(m->data + off, buf, n);
 	uint64_t *dirty = (uint64_t *)(m->pt + IOW_PT_OFF_DIRTY);
 	for (uint64_t i = first; i <= last; i++)
-		__atomic_fetch_or(&dirty[i / 64], 1ull << (i % 64), __ATOMIC_RELAXED);
-	memcpy(m->data + off, buf, n);
-	__atomic_fetch_or((uint64_t *)(m->pt + IOW_PT_OFF_HINT), hint, __ATOMIC_RELAXED);
+		__atomic_fetch_or(&dirty[i / 64], 1ull << (i % 64), __ATOMIC_RELEASE);
+	__atomic_fetch_or((uint64_t *)(m->pt + IOW_PT_OFF_HINT), hint, __ATOMIC_RELEASE);
 }
 
 /* refused: the daemon's lock, poison or a shared map of the file. */
@@ -412,6 +432,33 @@ static int refused(const struct fastmap *m, uint64_t s)
 	return (s & 1) || (fl & IOW_PTF_POISONED) || mapped_elsewhere(m);
 }
 
+/* LEASE_BACKOFF is how many new-page writes skip asking the daemon for a
+ * lease after it could not give one (the RAM tier is full): each ask is a
+ * round trip; the harvester refills leases on its own meanwhile. */
+#define LEASE_BACKOFF 64
+
+/* refill asks the daemon over runtime/ipc for a lease of at least k pages
+ * (fs.MLease: it tops the lease up by a large step, so a burst pays one
+ * round trip per step); 1 when the lease now holds them. Called outside
+ * enter/leave: the daemon never waits for us, nor we for its locks. */
+static int refill(struct iow_ofd *o, struct fastmap *m, int64_t k)
+{
+	if (!m->ipc[0] || iow_in_child)
+		return 0;
+	int b = __atomic_load_n(&m->lease_backoff, __ATOMIC_RELAXED);
+	if (b > 0) {
+		__atomic_store_n(&m->lease_backoff, b - 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	int64_t got = iowarpIpcLease(m->ipc, o->cap.grant, o->cap.ino, o->cap.accmode, o->cap.token, k);
+	if (got >= k) {
+		IOW_ADD(ipc_lease, 1);
+		return 1;
+	}
+	__atomic_store_n(&m->lease_backoff, LEASE_BACKOFF, __ATOMIC_RELAXED);
+	return 0;
+}
+
 ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
 {
 	struct fastmap *m = (struct fastmap *)o->gohandle;
@@ -419,14 +466,25 @@ ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
 		return -2;
 	uint64_t end = (uint64_t)off + n;
 	uint64_t first = (uint64_t)off / m->ps, last = (end - 1) / m->ps;
-	uint64_t s = enter(m);
-	int no = refused(m, s);
-	int64_t size = __atomic_load_n((int64_t *)(m->pt + IOW_PT_OFF_SIZE), __ATOMIC_SEQ_CST);
-	int64_t k = -1;
-	if (!no && size >= 0) {
-		k = end > (uint64_t)size && iow_nofastnew ? -1 : room(m, first, last, size);
-		if (k > 0 && !take_lease(m, k))
-			k = -1; /* the lease is spent: the kernel path until it is refilled */
+	uint64_t s;
+	int no;
+	int64_t size, k;
+	for (int asked = 0;; asked++) {
+		s = enter(m);
+		no = refused(m, s);
+		size = __atomic_load_n((int64_t *)(m->pt + IOW_PT_OFF_SIZE), __ATOMIC_SEQ_CST);
+		k = -1;
+		if (!no && size >= 0)
+			k = end > (uint64_t)size && iow_nofastnew ? -1 : room(m, first, last, size);
+		if (k <= 0 || take_lease(m, k))
+			break;
+		/* The lease is spent: ask the daemon for more (once), else the
+		 * kernel path, with nothing moved. */
+		leave(m);
+		if (asked || !refill(o, m, k)) {
+			IOW_ADD(fast_misses, 1);
+			return -2;
+		}
 	}
 	if (k < 0) {
 		leave(m);
@@ -442,4 +500,63 @@ ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
 	IOW_ADD(fast_hits, 1);
 	IOW_ADD(fast_write, n);
 	return (ssize_t)n;
+}
+
+/* APPEND_TRIES bounds the CAS races one append may lose to other
+ * appenders before it takes the kernel path. */
+#define APPEND_TRIES 1024
+
+/* iow_fast_append appends n bytes at the file's end in shared memory: it
+ * reserves [size, size+n) with a CAS on the shared size, so appends of
+ * every shim of the node and of the FUSE door (bufferpool/files,
+ * claimAppend: the same CAS, ClaimSharedSize) land one after the other,
+ * none overlapped. The pages must be resident or new (past the size), as
+ * for any fast write; the reservation and the copy happen inside
+ * enter/leave, so no truncation or eviction comes between. The copy lands
+ * after the size is raised: a reader racing it may see the range as zeros
+ * for as long as the copy takes (the FUSE door's appends too). *at is the
+ * end of the append (the fd's new offset). -2 when nothing moved. */
+ssize_t iow_fast_append(struct iow_ofd *o, const void *buf, size_t n, off_t *at)
+{
+	struct fastmap *m = (struct fastmap *)o->gohandle;
+	if (!m || !m->writable || n == 0 || iow_nofastnew)
+		return -2;
+	int64_t *sz = (int64_t *)(m->pt + IOW_PT_OFF_SIZE);
+	for (int tries = 0, asked = 0; tries < APPEND_TRIES; tries++) {
+		uint64_t s = enter(m);
+		int64_t size = __atomic_load_n(sz, __ATOMIC_SEQ_CST);
+		if (refused(m, s) || size < 0 || (uint64_t)size + n < (uint64_t)size) {
+			leave(m);
+			break;
+		}
+		uint64_t end = (uint64_t)size + n;
+		uint64_t first = (uint64_t)size / m->ps, last = (end - 1) / m->ps;
+		int64_t k = room(m, first, last, size);
+		if (k < 0) {
+			leave(m);
+			break;
+		}
+		if (k > 0 && !take_lease(m, k)) {
+			leave(m);
+			if (asked++ || !refill(o, m, k))
+				break;
+			continue;
+		}
+		if (!__atomic_compare_exchange_n(sz, &size, (int64_t)end, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+			/* Another appender (or an extending write) moved the end:
+			 * give the pages back and try at the new end. */
+			if (k > 0)
+				__atomic_fetch_add((int64_t *)(m->pt + IOW_PT_OFF_LEASE), k, __ATOMIC_RELAXED);
+			leave(m);
+			continue;
+		}
+		place(m, buf, n, end - n, first, last, k);
+		leave(m);
+		*at = (off_t)end;
+		IOW_ADD(fast_hits, 1);
+		IOW_ADD(fast_write, n);
+		return (ssize_t)n;
+	}
+	IOW_ADD(fast_misses, 1);
+	return -2;
 }

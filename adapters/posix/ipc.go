@@ -28,6 +28,8 @@ const ipcMaxIO = 1 << 20
 type ipcConn struct {
 	c             *ipc.Client
 	pread, pwrite ipc.Method
+	lease         ipc.Method
+	hasLease      bool // the daemon serves fs.MLease
 }
 
 var ipcConns struct {
@@ -57,6 +59,9 @@ func ipcConnect(sock string) *ipcConn {
 		return nil
 	}
 	ic := &ipcConn{c: c, pread: rd, pwrite: wr}
+	if ls, err := c.Resolve(fs.Name, fs.MLease); err == nil {
+		ic.lease, ic.hasLease = ls, true
+	}
 	ipcConns.m[sock] = ic
 	return ic
 }
@@ -83,6 +88,36 @@ func iowarpIpcIO(sock *C.char, grant, ino C.uint64_t, acc C.uint32_t, token *C.u
 		return -2
 	}
 	return C.ssize_t(r)
+}
+
+// iowarpIpcLease asks the daemon at sock for a shim lease of at least
+// need pages on the file of the read-write open that (grant, ino, acc,
+// token) names (fs.MLease). It returns the pages the lease holds now, or
+// -1 when the daemon could not be asked (the caller uses the kernel).
+//
+//export iowarpIpcLease
+func iowarpIpcLease(sock *C.char, grant, ino C.uint64_t, acc C.uint32_t, token *C.uint8_t, need C.int64_t) C.int64_t {
+	c := ipcConnect(C.GoString(sock))
+	if c == nil || !c.hasLease || need <= 0 {
+		return -1
+	}
+	o := fs.ShimOpen{Grant: uint64(grant), Ino: uint64(ino), AccMode: uint32(acc)}
+	copy(o.Token[:], unsafe.Slice((*byte)(unsafe.Pointer(token)), len(o.Token)))
+	w := runtime.NewArgWriter(make([]byte, 0, 80))
+	fs.WriteShimOpen(w, o)
+	w.I64(int64(need))
+	args := w.Bytes()
+	ab, err := c.c.AllocUninit(len(args))
+	if err != nil {
+		return -1
+	}
+	defer ab.Free()
+	copy(ab.Bytes(), args)
+	res, err := c.c.Do(c.lease, ab.All(), ipc.Span{}, ipc.Span{})
+	if err != nil || res.Value > 1<<40 {
+		return -1
+	}
+	return C.int64_t(res.Value)
 }
 
 // do makes one call; data crosses in a buffer of the shared segment.

@@ -599,6 +599,18 @@ ssize_t read(int fd, void *buf, size_t n)
 	return iow_read(fd, buf, n);
 }
 
+/* fast_append is an O_APPEND write on the fast path (iow_fast_append:
+ * reserved by a CAS on the shared size, against every other shim and the
+ * FUSE door); *at is where it ended. */
+static ssize_t fast_append(struct iow_ofd *o, int fd, const void *buf, size_t n, off_t *at)
+{
+	unsigned long gen = iow_map_gen_load();
+	ssize_t r = iow_fast_append(o, buf, n, at);
+	if (r > 0 && iow_map_gen_load() != gen)
+		iow_drop_cache(fd, *at - r, (size_t)r);
+	return r;
+}
+
 ssize_t iow_write(int fd, const void *buf, size_t n)
 {
 	struct iow_ofd *o = iow_ofd_get(fd);
@@ -607,10 +619,15 @@ ssize_t iow_write(int fd, const void *buf, size_t n)
 	IOW_ADD(calls, 1);
 	ssize_t r = -2;
 	int fl = __atomic_load_n(&o->flags, __ATOMIC_RELAXED);
-	if (fast_ok(o) && (fl & O_ACCMODE) != O_RDONLY && !(fl & O_APPEND)) {
-		/* write(2) on the fast path: the kernel offset is the truth.
-		 * Appends stay in the kernel (atomic at EOF, where the daemon
-		 * reserves their range against shims: bufferpool/files). */
+	if (fast_ok(o) && (fl & O_ACCMODE) != O_RDONLY && (fl & O_APPEND)) {
+		/* An append lands at the shared size, and the fd's offset
+		 * follows it, as the kernel's does. */
+		off_t end;
+		r = fast_append(o, fd, buf, n, &end);
+		if (r > 0)
+			IOW_REAL(lseek)(fd, end, SEEK_SET);
+	} else if (fast_ok(o) && (fl & O_ACCMODE) != O_RDONLY) {
+		/* write(2) on the fast path: the kernel offset is the truth. */
 		off_t pos = IOW_REAL(lseek)(fd, 0, SEEK_CUR);
 		if (pos >= 0) {
 			r = fast_write(o, fd, buf, n, pos);
@@ -672,9 +689,12 @@ static ssize_t do_pwrite(int fd, const void *buf, size_t n, off_t off)
 	IOW_ADD(calls, 1);
 	ssize_t r = -2;
 	/* On Linux pwrite on an O_APPEND fd appends (a known deviation
-	 * from POSIX): leave those to the kernel. */
+	 * from POSIX), and leaves the fd's offset alone. */
 	int fl = __atomic_load_n(&o->flags, __ATOMIC_RELAXED);
-	if (fast_ok(o) && (fl & O_ACCMODE) != O_RDONLY && !(fl & O_APPEND))
+	off_t end;
+	if (fast_ok(o) && (fl & O_ACCMODE) != O_RDONLY && (fl & O_APPEND))
+		r = fast_append(o, fd, buf, n, &end);
+	else if (fast_ok(o) && (fl & O_ACCMODE) != O_RDONLY)
 		r = fast_write(o, fd, buf, n, off);
 	if (r == -2)
 		r = kwrite(IOW_REAL(pwrite64)(fd, buf, n, off));
@@ -879,7 +899,12 @@ off64_t lseek64(int fd, off64_t off, int whence)
 }
 
 /* fsync is the durability point through the kernel door: the daemon's
- * fsync writes every dirty page of the file back, whichever door wrote it. */
+ * fsync harvests what shims wrote in shared memory (dirty bits, new
+ * pages, the shared size) and writes every dirty page of the file and its
+ * size back, whichever door wrote them, before it answers: one FUSE
+ * request, next to which an ipc round trip would save ~20 us of a call
+ * that waits for the backing store. close needs nothing from the daemon
+ * beyond the kernel's FLUSH (which queues the write-back). */
 int fsync(int fd)
 {
 	if (iow_maybe_ours(fd))

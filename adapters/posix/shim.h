@@ -58,6 +58,7 @@ void iow_attach_fast(struct iow_ofd *o);
 void iow_detach_fast(struct iow_ofd *o); /* plain C state: a forked child may unmap its copy too */
 ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off);
 ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off);
+ssize_t iow_fast_append(struct iow_ofd *o, const void *buf, size_t n, off_t *at); /* O_APPEND: at the shared size */
 int iow_fast_shared_writers(struct iow_ofd *o); /* a shim may write the file in place */
 void iow_fast_ksync(struct iow_ofd *o, int fd); /* the kernel sees the shared size */
 int iow_fast_map_begin(struct iow_ofd *o);      /* a shared map of the file: 1 if counted */
@@ -110,6 +111,7 @@ struct iow_counters {
 	/* bytes, reads then writes (report.c relies on the order) */
 	unsigned long fast_read, kernel_read, ipc_read;
 	unsigned long fast_write, kernel_write, ipc_write; /* ipc: misses carried by runtime/ipc */
+	unsigned long ipc_lease; /* lease refills granted over runtime/ipc */
 };
 extern struct iow_counters iow_cnt;
 /* iow_report_files: IOWARP_REPORT names a file, which gets a line per

@@ -3,6 +3,8 @@ package files
 import (
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // PageSize is the page size of the file system's pool pages (the unit of
@@ -66,6 +68,30 @@ func (f *file) refillLease() {
 	f.bucket.RefillShimLease(step)
 }
 
+// RefillShimLease is a shim's request, over runtime/ipc, for a lease of
+// at least need pages on the file of this read-write handle: its lease
+// ran out in the middle of a burst, and it asks instead of taking the
+// kernel path until the next harvest. The lease is topped up to a step
+// (shimLeaseBytes) or to twice need if that is more, as the first tier's room
+// allows; it returns the pages the lease holds now (fewer than need: the
+// shim takes the kernel path, nothing lost). Read-only handles and files
+// without a read-write grant get 0.
+func (h *Handle) RefillShimLease(need int64) int64 {
+	f := h.f
+	if h.flags&unix.O_ACCMODE == unix.O_RDONLY || !f.shimmed.Load() || need <= 0 {
+		return 0
+	}
+	step := max(shimLeaseBytes/f.fs.ps, 1)
+	f.harvestShim() // the pages created so far leave the lease, and go to write-back
+	// Twice the need: the bucket tops up only a lease under half its
+	// target, and one of need pages must be refilled.
+	return f.bucket.RefillShimLease(max(step, 2*min(need, maxLeaseNeed)))
+}
+
+// maxLeaseNeed bounds one request (pages; the pool caps a lease at a
+// quarter of the tier's room anyway).
+const maxLeaseNeed = 1 << 20
+
 // claimAppend returns where an append of n bytes goes, with f.mu held
 // exclusively: the end of the file, reserved against shims' appends in
 // the shared size (bufferpool.Bucket.ClaimSharedSize), so that appends
@@ -98,10 +124,13 @@ func (f *file) syncShim() bool {
 	}
 	// A shim raises the size only past a page it placed first (fast.c), so
 	// a size whose last byte is in no page is not one a write made: a
-	// hostile or broken client wrote it, and it is ignored (the next
-	// look, after that page is harvested, takes a real one). Without this
+	// hostile or broken client wrote it, and it is ignored. Without this
 	// a scribbled word made the file 7 EB long and its write-back EFBIG.
-	if ps := f.bucket.PageSize(); !f.bucket.HasPage((s-1)/ps) || s > maxFileSize {
+	// A page a shim created and is still copying into counts (an append
+	// reserves its range before the copy): a FUSE-door append waiting
+	// for that size must not wait for the harvest, nor forever for a
+	// client killed in the copy.
+	if ps := f.bucket.PageSize(); s > maxFileSize || !f.bucket.ShimPlaced((s-1)/ps) {
 		return false
 	}
 	growTo(&f.size, s)

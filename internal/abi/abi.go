@@ -72,7 +72,7 @@ const (
 // PTMaxPages bits each, resident then dirty.
 const (
 	PTMagic    = 0x50574f49 // "IOWP"
-	PTVersion  = 3
+	PTVersion  = 4
 	PTHeader   = 4096
 	PTMaxPages = 1 << 20 // pages past it are never hits
 	PTBitmap   = PTMaxPages / 8
@@ -90,6 +90,7 @@ const (
 	PTOffMappers  = 80  // i64 shims' shared maps of the file (mmap.c)
 	PTOffLease    = 128 // i64 pages shims may still create (the lease; own cache line)
 	PTOffCover    = 136 // u64 bytes of the segment that exist: new pages end at or below it
+	PTOffNewFrom  = 144 // i64 no page at or past it holds data the table does not show (shims may create holes there)
 
 	PTOffResident = PTHeader
 	PTOffDirty    = PTHeader + PTBitmap

@@ -101,6 +101,7 @@ var Records = []Record{
 			{"mappers", "int64_t", 0, PTOffMappers, "shims' shared maps of the file (mmap.c)"},
 			{"lease", "int64_t", 0, PTOffLease, "pages shims may still create (own cache line)"},
 			{"cover", "uint64_t", 0, PTOffCover, "bytes of the segment that exist"},
+			{"new_from", "int64_t", 0, PTOffNewFrom, "non-resident pages at or past it are holes"},
 		},
 	},
 }

@@ -157,6 +157,7 @@ type Report struct {
 	FastRead, FastWrite, KernelRead, KernelWrite int64
 	FastHits, FastMisses                         int64
 	IPCRead, IPCWrite                            int64
+	IPCLease                                     int64 // lease refills granted over runtime/ipc
 }
 
 func parseReport(t *testing.T, path string) Report {
@@ -206,6 +207,8 @@ func parseReport(t *testing.T, path string) Report {
 				r.IPCRead += n
 			case "ipc_write":
 				r.IPCWrite += n
+			case "ipc_lease":
+				r.IPCLease += n
 			}
 		}
 	}

@@ -35,6 +35,10 @@ const (
 	// Result.Value = bytes written. A write that would end past the size
 	// fails with ErrInvalid (the shim then uses the kernel).
 	MPwrite = "pwrite"
+	// MLease asks for a shim lease of at least need pages on the file of a
+	// read-write open: (ShimOpen, need i64); Result.Value = the pages the
+	// lease holds now (files.Handle.RefillShimLease).
+	MLease = "lease"
 )
 
 // MaxIO bounds one pread or pwrite.
@@ -73,7 +77,7 @@ var _ runtime.Module = (*Module)(nil)
 func New(fsys *files.FS) *Module {
 	m := &Module{fs: fsys}
 	m.MethodTable = runtime.MethodTable{{MStat, m.stat}, {MSync, m.sync}, {MStats, m.stats},
-		{MPread, m.pread}, {MPwrite, m.pwrite}}
+		{MPread, m.pread}, {MPwrite, m.pwrite}, {MLease, m.lease}}
 	return m
 }
 
@@ -219,4 +223,12 @@ func (m *Module) pwrite(_ context.Context, t *runtime.Task) (runtime.Result, err
 		return runtime.Result{Value: uint64(n)}, shimErr(err)
 	}
 	return runtime.Result{Value: uint64(n)}, nil
+}
+
+func (m *Module) lease(_ context.Context, t *runtime.Task) (runtime.Result, error) {
+	h, need, err := m.shimHandle(t, true)
+	if err != nil {
+		return runtime.Result{}, err
+	}
+	return runtime.Result{Value: uint64(max(h.RefillShimLease(need), 0))}, nil
 }
