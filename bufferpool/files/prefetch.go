@@ -137,6 +137,24 @@ func (p *prefetcher) enqueue(f *file, i int64) {
 
 // roomFor reports whether some tier holds n more bytes without evicting,
 // and no writer waits for space.
+// totalRoomFor reports whether the tiers together hold n more bytes
+// below their limits (and nobody waits for space), for a stage-in that
+// must not make the pool evict.
+func (fs *FS) totalRoomFor(n int64) bool {
+	if fs.spaceWaiters.Load() > 0 {
+		return false
+	}
+	var free int64
+	for _, t := range fs.pool.Stats().Tiers {
+		limit := t.Capacity
+		if t.Ceiling > 0 && t.Ceiling < limit {
+			limit = t.Ceiling
+		}
+		free += max(0, limit-t.Used)
+	}
+	return free >= n
+}
+
 func (fs *FS) roomFor(n int64) bool {
 	if fs.spaceWaiters.Load() > 0 {
 		return false

@@ -56,6 +56,7 @@ type stageState struct {
 	bytes, done, resident atomic.Int64
 	dropped, dirtyLeft    atomic.Int64
 	full                  atomic.Bool
+	inflight              atomic.Int64 // pages being staged in by the workers
 	mu                    sync.Mutex
 	failed                []string
 	failedCount           int
@@ -245,7 +246,12 @@ func (fs *FS) stageJob(ctx context.Context, full context.CancelFunc, j stageJob,
 			s.done.Add(n)
 			continue
 		}
-		if !fs.roomFor(fs.ps) {
+		// Room for this page and every other worker's page in flight,
+		// in the pool as a whole: workers that each saw one free page
+		// would together stage in more than fits, and the organizer would
+		// make room by evicting what they had staged.
+		if !fs.totalRoomFor(fs.ps * s.inflight.Add(1)) {
+			s.inflight.Add(-1)
 			s.full.Store(true)
 			full()
 			return
@@ -253,6 +259,7 @@ func (fs *FS) stageJob(ctx context.Context, full context.CancelFunc, j stageJob,
 		f.backingMu.Lock()
 		_, ok := f.stageAheadLocked(i)
 		f.backingMu.Unlock()
+		s.inflight.Add(-1)
 		if !ok && !f.bucket.HasPage(i) {
 			s.fail(j.p, fmt.Errorf("stage in page %d: not installed", i))
 			return
