@@ -26,6 +26,14 @@ type file struct {
 	// truncate, fallocate) and the swap of the backing fd.
 	backingMu sync.Mutex
 	backing   *os.File
+	// backingGen is odd while something holds backingMu to change the
+	// backing file or drop pages (lockBacking), and grows at each such
+	// change: a demand stage-in that reads the backing file without
+	// backingMu installs what it read only if backingGen is what it was,
+	// and even, before the read (stageIn).
+	backingGen atomic.Uint64
+	direct     directFd        // an O_DIRECT fd on the backing file, for stage-ins (direct.go)
+	stageHook  func(off int64) // tests: called by each stage-in after it read the backing file at off
 
 	// mu keeps the size stable: shared for reads and in-place writes,
 	// exclusive for appends, truncation and fallocate.
@@ -136,8 +144,8 @@ func (f *file) revalidate() (dropped bool) {
 	if f.fs.scratch {
 		return false
 	}
-	f.backingMu.Lock()
-	defer f.backingMu.Unlock()
+	f.lockBacking()
+	defer f.unlockBacking()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// Stat under backingMu: a write-back that just finished changed it.
@@ -195,8 +203,8 @@ func (f *file) markUnlinked() {
 
 // drop frees the pages and the backing fd.
 func (f *file) drop() {
-	f.backingMu.Lock()
-	defer f.backingMu.Unlock()
+	f.lockBacking()
+	defer f.unlockBacking()
 	f.stateMu.Lock()
 	done := f.dropped
 	f.dropped = true
@@ -206,6 +214,7 @@ func (f *file) drop() {
 	}
 	f.fs.pool.DeleteBucket(f.bucket.Name())
 	f.prefetchDropped()
+	f.direct.close()
 	f.backing.Close()
 	f.fs.signalSpace()
 }
@@ -252,6 +261,18 @@ func (f *file) pageSpan(off int64, n int, fn func(i, po int64, lo, hi int) error
 	return nil
 }
 
+// lockBacking takes backingMu to change the backing file (or the pages
+// staged from it): backingGen is odd until unlockBacking.
+func (f *file) lockBacking() {
+	f.backingMu.Lock()
+	f.backingGen.Add(1)
+}
+
+func (f *file) unlockBacking() {
+	f.backingGen.Add(1)
+	f.backingMu.Unlock()
+}
+
 // stager returns the Filler that stages page i in from the backing file,
 // or nil when the backing file has nothing there (a hole or past its end).
 func (f *file) stager(i int64) bufferpool.Filler {
@@ -260,7 +281,7 @@ func (f *file) stager(i int64) bufferpool.Filler {
 		return nil
 	}
 	return func(buf []byte) error {
-		n, err := f.backing.ReadAt(buf, start)
+		n, err := f.readBacking(buf, start)
 		f.fs.stats.staged.Add(uint64(n))
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("stage in page %d: %w", i, err)
@@ -310,7 +331,7 @@ func (f *file) readPage(i, po int64, dst []byte) error {
 		clear(dst)
 		return nil
 	}
-	found, err = f.bucket.ReadPage(i, po, dst, fill)
+	found, err = f.stageIn(i, po, dst, fill)
 	if found {
 		f.demandHit(i) // staged in meanwhile (by a prefetch it waited for)
 	} else {
@@ -328,6 +349,47 @@ func (f *file) readPage(i, po int64, dst []byte) error {
 		return nil
 	}
 	return err
+}
+
+// stageIn stages page i in from the backing file and copies dst from it
+// at po. It reads the backing file holding no lock of the pool, so reads
+// of other pages of the file (and the read-ahead's installs) go on during
+// the I/O, and installs the page if it is still absent and the backing
+// file did not change meanwhile (backingGen). Otherwise, or while the
+// backing file is being changed, it takes the bucket's fill path, which
+// reads the backing file under the bucket's lock. found: the page was
+// resident by the time it looked (another read or the read-ahead put it
+// there).
+func (f *file) stageIn(i, po int64, dst []byte, fill bufferpool.Filler) (found bool, err error) {
+	g := f.backingGen.Load()
+	if g&1 != 0 {
+		return f.bucket.ReadPage(i, po, dst, fill)
+	}
+	page := dst // a whole page: read it in place
+	if po != 0 || int64(len(dst)) != f.fs.ps {
+		bp := f.fs.getPage()
+		defer f.fs.putPage(bp)
+		page = *bp
+	}
+	n, err := f.readBacking(page, i*f.fs.ps)
+	f.fs.stats.staged.Add(uint64(n))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("stage in page %d: %w", i, err)
+	}
+	clear(page[n:])
+	installed, err := f.bucket.InstallPageIf(i, page, func() bool { return f.backingGen.Load() == g })
+	if installed || errors.Is(err, bufferpool.ErrNoSpace) {
+		// Full of dirty pages: the page is absent, so what was read is
+		// still the file's content; serve it uncached.
+		if &page[0] != &dst[0] {
+			copy(dst, page[po:])
+		}
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return f.bucket.ReadPage(i, po, dst, fill) // resident now, or the backing file changed
 }
 
 // write writes data at off (at EOF if appending), waiting for pool space
@@ -455,8 +517,8 @@ func (f *file) truncate(size int64) error {
 	if size < 0 {
 		return unix.EINVAL
 	}
-	f.backingMu.Lock()
-	defer f.backingMu.Unlock()
+	f.lockBacking()
+	defer f.unlockBacking()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.syncShim()
@@ -498,8 +560,8 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 	}
 	const punch = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
 	keep := mode&unix.FALLOC_FL_KEEP_SIZE != 0
-	f.backingMu.Lock()
-	defer f.backingMu.Unlock()
+	f.lockBacking()
+	defer f.unlockBacking()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.syncShim() // zero what shims wrote past the size the pool knew, too
@@ -604,8 +666,8 @@ func (f *file) writeBackPages(r wbReq) (deferred bool, err error) {
 	if f.fs.scratch {
 		return false, nil
 	}
-	f.backingMu.Lock()
-	defer f.backingMu.Unlock()
+	f.lockBacking()
+	defer f.unlockBacking()
 	f.stateMu.Lock()
 	skip := f.unlinked || f.dropped
 	f.stateMu.Unlock()

@@ -67,6 +67,7 @@ type counters struct {
 	dirSyncs                         atomic.Uint64
 	prefetched, prefetchHits         atomic.Uint64
 	prefetchWasted, prefetchedBytes  atomic.Uint64
+	stagedDirect                     atomic.Uint64
 }
 
 // New opens the namespace and starts the write-back workers.
@@ -128,7 +129,7 @@ func New(pool *bufferpool.Pool, opts Options) (*FS, error) {
 		fs.maxIdle = DefaultMaxIdleFiles
 	}
 	fs.space = sync.NewCond(&fs.spaceMu)
-	fs.pages.New = func() any { b := make([]byte, fs.ps); return &b }
+	fs.pages.New = func() any { b := alignedPage(fs.ps); return &b }
 	if !fs.scratch {
 		fs.replayed = fs.replay()
 	}
@@ -267,6 +268,7 @@ func (fs *FS) Stats() Stats {
 		DirtyBytes:       ps.DirtyBytes,
 		FlushedBytes:     fs.stats.flushed.Load(),
 		StagedBytes:      fs.stats.staged.Load(),
+		StagedDirect:     fs.stats.stagedDirect.Load(),
 		FlushErrors:      fs.stats.flushErrors.Load(),
 		FlushBacklog:     fs.flusher.backlog(),
 		ReadHits:         fs.stats.hits.Load(),

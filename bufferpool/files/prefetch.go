@@ -18,22 +18,23 @@ import (
 // what was staged ahead, up to Options.Readahead; a read that fits
 // neither pattern resets it, so a random reader stages nothing.
 //
-// A prefetch reads the backing file outside the pool's locks, holding
-// the file's backingMu, which every change of the backing file takes
-// (prefetchPage says why that keeps it from installing stale bytes), and
-// installs the page clean through bucket.InstallPage, which leaves a
-// page already resident (a dirty one included) alone. A demand read of a page
-// being read ahead waits for it (pfState.waitRead) and then hits; it never
-// reads the page a second time.
+// A prefetch reads the backing file holding no lock (with O_DIRECT where
+// it can: direct.go) and installs the page clean through
+// bucket.InstallPageIf, which leaves a page already resident (a dirty one
+// included) alone and installs nothing if the backing file changed since
+// the read began (file.backingGen; prefetchPage says why that keeps it
+// from installing stale bytes). A demand read of a page being read ahead
+// waits for it (pfState.waitRead) and then hits; it never reads the page
+// a second time.
 //
-// Bounds: at most prefetchWorkers stage-ins at once (one per file, in
-// the order queued), and at most
-// 2×Options.Readahead bytes queued or in flight (more is dropped, not
-// waited for). A prefetch starts only while some tier has room for the
-// page without evicting anything and no writer waits for space: read-ahead
-// never pushes data out of the pool. (Another allocation racing for the
-// last room can still make it evict a clean page; dirty pages are never
-// evicted by anything.)
+// Bounds: at most prefetchWorkers stage-ins at once, at most
+// prefetchDepth of them for one file (taking its pages in the order
+// queued, the nearest first), and at most 2×Options.Readahead bytes queued
+// or in flight (more is dropped, not waited for). A prefetch starts only
+// while some tier has room for the page without evicting anything and no
+// writer waits for space: read-ahead never pushes data out of the pool.
+// (Another allocation racing for the last room can still make it evict a
+// clean page; dirty pages are never evicted by anything.)
 
 // DefaultReadahead is Options.Readahead's default: the largest read-ahead
 // window of one open file.
@@ -41,7 +42,11 @@ const DefaultReadahead = 32 << 20
 
 const (
 	raInitPages     = 2 // first window, in pages
-	prefetchWorkers = 4
+	prefetchWorkers = 8
+	// prefetchDepth is how many pages of one file are staged at once:
+	// stage-ins read with O_DIRECT (direct.go) get no help from the
+	// kernel's readahead, so the device sees this many reads in flight.
+	prefetchDepth = 4
 )
 
 // prefetcher is the FS's pool of read-ahead workers. Safe for concurrent
@@ -126,7 +131,7 @@ func (p *prefetcher) enqueue(f *file, i int64) {
 	}
 	p.queued.Add(1)
 	if !f.pf.push(i) {
-		return // a worker has the file
+		return // enough workers have the file
 	}
 	select {
 	case p.jobs <- f:
@@ -154,13 +159,13 @@ func (fs *FS) roomFor(n int64) bool {
 }
 
 // prefetchPage stages page i in if it is still absent, inside the backing
-// file, and the pool has room. It reads the backing file holding
-// backingMu and no pool lock, so demand reads of the pages already staged
-// go on meanwhile; backingMu holds off every change of the backing file
-// (write-back, truncate, fallocate, revalidation), so what it read is
-// still the page's content when it installs it, under the bucket lock and
-// only if the page is still absent (a write since made it resident and
-// dirty, and evicting that needs a write-back, which needs backingMu).
+// file, and the pool has room. It reads the backing file holding no lock,
+// so demand reads of the pages already staged, and other stage-ins of the
+// file, go on meanwhile, and installs the page under the bucket lock only
+// if it is still absent and nothing changed the backing file or dropped
+// pages since the read began (backingGen: write-back, truncate, fallocate,
+// revalidation all change it). A write since made the page resident and
+// dirty, and evicting that needs a write-back, which changes backingGen.
 // While a write-back of the file runs the page is skipped, not waited for.
 func (f *file) prefetchPage(i int64) {
 	fs := f.fs
@@ -168,12 +173,10 @@ func (f *file) prefetchPage(i int64) {
 		f.pf.forget(i)
 		return
 	}
-	f.backingMu.Lock()
-	defer f.backingMu.Unlock()
 	if !f.pf.start(i) {
 		return
 	}
-	n, ok := f.stageAheadLocked(i)
+	n, ok := f.stageAhead(i)
 	f.pf.finish(i, ok)
 	if ok {
 		fs.stats.prefetched.Add(1)
@@ -181,10 +184,14 @@ func (f *file) prefetchPage(i int64) {
 	}
 }
 
-// stageAheadLocked reads page i from the backing file and installs it,
-// clean, if it is still absent. Called with backingMu held.
-func (f *file) stageAheadLocked(i int64) (n int, ok bool) {
+// stageAhead reads page i from the backing file and installs it, clean,
+// if it is still absent and the backing file did not change meanwhile.
+func (f *file) stageAhead(i int64) (n int, ok bool) {
 	fs := f.fs
+	g := f.backingGen.Load()
+	if g&1 != 0 {
+		return 0, false // being changed
+	}
 	f.stateMu.Lock()
 	dropped := f.dropped
 	f.stateMu.Unlock()
@@ -195,13 +202,13 @@ func (f *file) stageAheadLocked(i int64) (n int, ok bool) {
 	bp := fs.getPage()
 	defer fs.putPage(bp)
 	buf := *bp
-	n, err := f.backing.ReadAt(buf, start)
+	n, err := f.readBacking(buf, start)
 	fs.stats.staged.Add(uint64(n))
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, false
 	}
 	clear(buf[n:])
-	installed, err := f.bucket.InstallPage(i, buf)
+	installed, err := f.bucket.InstallPageIf(i, buf, func() bool { return f.backingGen.Load() == g })
 	return n, err == nil && installed
 }
 
@@ -215,12 +222,12 @@ const (
 // pfState is a file's read-ahead bookkeeping: the pages queued or
 // staged ahead and not read yet. Safe for concurrent use.
 type pfState struct {
-	n      atomic.Int64 // len(m): the hit path skips mu when 0
-	mu     sync.Mutex
-	m      map[int64]int
-	read   *sync.Cond // on mu: a page left pfReading
-	fifo   []int64    // pages queued, in order
-	active bool       // the file is with a worker, or in its queue
+	n       atomic.Int64 // len(m): the hit path skips mu when 0
+	mu      sync.Mutex
+	m       map[int64]int
+	read    *sync.Cond // on mu: a page left pfReading
+	fifo    []int64    // pages queued, in order
+	workers int        // workers that have the file, or it in their queue
 }
 
 // push appends page i to the queue; true if the file must be handed to a
@@ -229,20 +236,23 @@ func (s *pfState) push(i int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fifo = append(s.fifo, i)
-	if s.active {
+	if s.workers >= prefetchDepth || s.workers >= len(s.fifo) {
 		return false
 	}
-	s.active = true
+	s.workers++
 	return true
 }
 
-// pop returns the next queued page; false (and the file is no longer
-// with a worker) when there is none.
+// pop returns the next queued page; false (and the file is with one
+// worker less) when there is none.
 func (s *pfState) pop() (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.fifo) == 0 {
-		s.fifo, s.active = nil, false
+		s.workers--
+		if s.workers == 0 {
+			s.fifo = nil
+		}
 		return 0, false
 	}
 	i := s.fifo[0]
@@ -250,7 +260,8 @@ func (s *pfState) pop() (int64, bool) {
 	return i, true
 }
 
-// abandon drops every queued page and returns how many.
+// abandon drops every queued page and returns how many; the worker the
+// file was to be handed to (push said true) does not get it.
 func (s *pfState) abandon() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -260,7 +271,8 @@ func (s *pfState) abandon() int64 {
 			delete(s.m, i)
 		}
 	}
-	s.fifo, s.active = nil, false
+	s.fifo = nil
+	s.workers--
 	s.n.Store(int64(len(s.m)))
 	return n
 }
