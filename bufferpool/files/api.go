@@ -109,6 +109,11 @@ type Stats struct {
 	// StagedDirect is the part of StagedBytes read with O_DIRECT
 	// (direct.go).
 	StagedDirect uint64 `json:"staged_direct_bytes"`
+	// ReadAround counts small reads of absent pages served straight from
+	// the backing file, StagedBehind the pages then staged in behind them
+	// in the background (file.readAround).
+	ReadAround   uint64 `json:"read_around"`
+	StagedBehind uint64 `json:"staged_behind_pages"`
 	FlushErrors  uint64 `json:"flush_errors"`
 	FlushBacklog int64  `json:"flush_backlog_files"`
 	// FailingFiles are the files whose write-back is failing (sorted by

@@ -95,7 +95,7 @@ func TestStageInOutsideBucketLock(t *testing.T) {
 	}
 	done := make(chan []byte)
 	go func() {
-		buf := make([]byte, 4096)
+		buf := make([]byte, testPage) // a whole page: staged, not read around
 		h.ReadAt(buf, 2*testPage)
 		done <- buf
 	}()
@@ -104,7 +104,7 @@ func TestStageInOutsideBucketLock(t *testing.T) {
 		t.Fatal("resident page read wrong")
 	}
 	close(release)
-	if got := <-done; !bytes.Equal(got, data[2*testPage:2*testPage+4096]) {
+	if got := <-done; !bytes.Equal(got, data[2*testPage:3*testPage]) {
 		t.Fatal("staged page read wrong")
 	}
 }
@@ -212,5 +212,46 @@ func TestStageInRacesWriters(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestReadAround: small random reads of a cold file are served from the
+// backing file and their pages staged in behind them (not counted as
+// read-ahead); a sequential reader stages its pages in and reads none
+// around.
+func TestReadAround(t *testing.T) {
+	fs := newTestFS(t, Writeback, 64*testPage, 64*testPage, nil)
+	data := backingFile(t, fs, "rnd", 32)
+	h := mustOpen(t, fs, "rnd", os.O_RDWR)
+	defer h.Release()
+	for _, p := range []int64{17, 3, 29, 11} {
+		off := p*testPage + 512
+		if got := readAt(t, h, off, 4096); !bytes.Equal(got, data[off:off+4096]) {
+			t.Fatalf("read around at page %d differs from the backing file", p)
+		}
+		waitFor(t, "the page staged behind", func() bool { return h.f.bucket.HasPage(p) })
+	}
+	st := fs.Stats()
+	if st.ReadAround != 4 || st.StagedBehind != 4 || st.PrefetchedPages != 0 {
+		t.Fatalf("read around %d, staged behind %d, prefetched %d: want 4, 4, 0", st.ReadAround, st.StagedBehind, st.PrefetchedPages)
+	}
+	if got := readAt(t, h, 3*testPage, testPage); !bytes.Equal(got, data[3*testPage:4*testPage]) {
+		t.Fatal("page staged behind differs from the backing file")
+	}
+	// A write into an absent page, then a small read of it: the write wins.
+	if _, err := h.WriteAt([]byte("new"), 20*testPage+10); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAt(t, h, 20*testPage+8, 8); !bytes.Equal(got, append(append(data[20*testPage+8:20*testPage+10:20*testPage+10], "new"...), data[20*testPage+13:20*testPage+16]...)) {
+		t.Fatalf("read after a write: %q", got)
+	}
+	s := mustOpen(t, fs, "rnd", os.O_RDONLY)
+	defer s.Release()
+	before := fs.Stats().ReadAround
+	for off := int64(0); off < 8*testPage; off += 4096 {
+		readAt(t, s, off, 4096)
+	}
+	if n := fs.Stats().ReadAround - before; n != 0 {
+		t.Fatalf("a sequential reader read %d times around", n)
 	}
 }

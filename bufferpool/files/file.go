@@ -290,8 +290,9 @@ func (f *file) stager(i int64) bufferpool.Filler {
 	}
 }
 
-// read reads at off; short at EOF.
-func (f *file) read(buf []byte, off int64) (int, error) {
+// readWith reads at off; short at EOF. around allows a small read of an
+// absent page to be served from the backing file (readAround).
+func (f *file) readWith(buf []byte, off int64, around bool) (int, error) {
 	f.syncShim()
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -303,7 +304,7 @@ func (f *file) read(buf []byte, off int64) (int, error) {
 		buf = buf[:size-off]
 	}
 	err := f.pageSpan(off, len(buf), func(i, po int64, lo, hi int) error {
-		return f.readPage(i, po, buf[lo:hi])
+		return f.readPage(i, po, buf[lo:hi], around)
 	})
 	if err != nil {
 		return 0, err
@@ -312,7 +313,7 @@ func (f *file) read(buf []byte, off int64) (int, error) {
 	return len(buf), nil
 }
 
-func (f *file) readPage(i, po int64, dst []byte) error {
+func (f *file) readPage(i, po int64, dst []byte, around bool) error {
 	found, err := f.bucket.ReadPage(i, po, dst, nil)
 	if err == nil && !found && f.pf.waitRead(i) {
 		found, err = f.bucket.ReadPage(i, po, dst, nil) // read ahead meanwhile
@@ -329,6 +330,9 @@ func (f *file) readPage(i, po int64, dst []byte) error {
 	fill := f.stager(i)
 	if fill == nil {
 		clear(dst)
+		return nil
+	}
+	if around && int64(len(dst)) <= f.fs.ps/4 && f.readAround(i, po, dst) {
 		return nil
 	}
 	found, err = f.stageIn(i, po, dst, fill)
@@ -349,6 +353,31 @@ func (f *file) readPage(i, po int64, dst []byte) error {
 		return nil
 	}
 	return err
+}
+
+// readAround serves a small read of an absent page straight from the
+// backing file and queues the whole page to be staged in behind it, in the
+// background: a 4 KiB miss costs a 4 KiB read of the backing file, not
+// one of a whole page (measured with 1 MiB pages: 1.7 ms a cold 4 KiB read
+// through the mount staging the page, 0.06 ms a 4 KiB read of the backing
+// file). The page is absent and the caller holds f.mu shared, which a
+// write-back's snapshot of a page needs exclusively: the backing file holds
+// the page's bytes. false: it did not (the backing file is being changed,
+// or the read failed: the stage-in says why); the caller stages in.
+func (f *file) readAround(i, po int64, dst []byte) bool {
+	g := f.backingGen.Load()
+	if g&1 != 0 {
+		return false
+	}
+	n, err := f.backing.ReadAt(dst, i*f.fs.ps+po)
+	if (err != nil && !errors.Is(err, io.EOF)) || f.backingGen.Load() != g {
+		return false
+	}
+	clear(dst[n:])
+	f.fs.stats.staged.Add(uint64(n))
+	f.fs.stats.readAround.Add(1)
+	f.fs.prefetch.stageBehind(f, i)
+	return true
 }
 
 // stageIn stages page i in from the backing file and copies dst from it

@@ -67,7 +67,8 @@ type counters struct {
 	dirSyncs                         atomic.Uint64
 	prefetched, prefetchHits         atomic.Uint64
 	prefetchWasted, prefetchedBytes  atomic.Uint64
-	stagedDirect                     atomic.Uint64
+	stagedDirect, stagedBehind       atomic.Uint64
+	readAround                       atomic.Uint64
 }
 
 // New opens the namespace and starts the write-back workers.
@@ -269,6 +270,8 @@ func (fs *FS) Stats() Stats {
 		FlushedBytes:     fs.stats.flushed.Load(),
 		StagedBytes:      fs.stats.staged.Load(),
 		StagedDirect:     fs.stats.stagedDirect.Load(),
+		ReadAround:       fs.stats.readAround.Load(),
+		StagedBehind:     fs.stats.stagedBehind.Load(),
 		FlushErrors:      fs.stats.flushErrors.Load(),
 		FlushBacklog:     fs.flusher.backlog(),
 		ReadHits:         fs.stats.hits.Load(),

@@ -117,7 +117,7 @@ func (h *Handle) ReadAt(buf []byte, off int64) (int, error) {
 		return 0, unix.EBADF
 	}
 	h.readAhead(off, len(buf))
-	return h.f.read(buf, off)
+	return h.f.readWith(buf, off, !h.ra.inPattern())
 }
 
 // WriteAt writes at off, or at EOF atomically if opened O_APPEND.

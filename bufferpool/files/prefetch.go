@@ -119,25 +119,43 @@ func (p *prefetcher) drain(f *file) {
 
 // enqueue queues page i of f unless it is resident, already queued, or
 // the bounds say no.
-func (p *prefetcher) enqueue(f *file, i int64) {
-	if f.bucket.HasPage(i) || !f.pf.queue(i) {
+func (p *prefetcher) enqueue(f *file, i int64) { p.enqueueAs(f, i, pfQueued) }
+
+// stageBehind queues page i of f to be staged in the background after a
+// read of a part of it was served from the backing file (readAround),
+// only while the read-ahead is nearly idle (fewer than prefetchDepth pages
+// queued or in flight): a random reader's pages come second.
+func (p *prefetcher) stageBehind(f *file, i int64) {
+	if p.maxPages == 0 || p.inflight.Load() >= prefetchDepth*p.fs.ps {
 		return
+	}
+	p.enqueueAs(f, i, pfBehind)
+}
+
+// enqueueAs queues page i in state st (pfQueued, pfBehind); false if it
+// did not.
+func (p *prefetcher) enqueueAs(f *file, i int64, st int) bool {
+	if f.bucket.HasPage(i) || !f.pf.queueAs(i, st) {
+		return false
 	}
 	ps := p.fs.ps
 	if p.inflight.Add(ps) > p.maxBytes {
 		p.inflight.Add(-ps)
 		f.pf.forget(i)
-		return
+		return false
 	}
-	p.queued.Add(1)
+	if st == pfQueued {
+		p.queued.Add(1)
+	}
 	if !f.pf.push(i) {
-		return // enough workers have the file
+		return true // enough workers have the file
 	}
 	select {
 	case p.jobs <- f:
 	default: // every worker busy and many files waiting: drop the file's queue
 		p.inflight.Add(-ps * f.pf.abandon())
 	}
+	return true
 }
 
 // roomFor reports whether some tier holds n more bytes without evicting,
@@ -173,12 +191,15 @@ func (f *file) prefetchPage(i int64) {
 		f.pf.forget(i)
 		return
 	}
-	if !f.pf.start(i) {
+	started, behind := f.pf.start(i)
+	if !started {
 		return
 	}
 	n, ok := f.stageAhead(i)
 	f.pf.finish(i, ok)
-	if ok {
+	if ok && behind {
+		fs.stats.stagedBehind.Add(1)
+	} else if ok {
 		fs.stats.prefetched.Add(1)
 		fs.stats.prefetchedBytes.Add(uint64(n))
 	}
@@ -217,6 +238,10 @@ const (
 	pfQueued  = iota + 1 // queued
 	pfReading            // being read from the backing file
 	pfStaged             // staged in, not read yet
+	// A page staged behind a small miss (readAround): queued, being read.
+	// Not read ahead: not counted in the prefetch statistics.
+	pfBehind
+	pfReadingBehind
 )
 
 // pfState is a file's read-ahead bookkeeping: the pages queued or
@@ -267,7 +292,7 @@ func (s *pfState) abandon() int64 {
 	defer s.mu.Unlock()
 	n := int64(len(s.fifo))
 	for _, i := range s.fifo {
-		if s.m[i] == pfQueued {
+		if st := s.m[i]; st == pfQueued || st == pfBehind {
 			delete(s.m, i)
 		}
 	}
@@ -278,15 +303,19 @@ func (s *pfState) abandon() int64 {
 }
 
 // start moves page i from queued to reading; false if it is not queued
-// any more (a demand read took it).
-func (s *pfState) start(i int64) bool {
+// any more (a demand read took it). behind: it was queued by stageBehind.
+func (s *pfState) start(i int64) (ok, behind bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.m[i] != pfQueued {
-		return false
+	switch s.m[i] {
+	case pfQueued:
+		s.m[i] = pfReading
+		return true, false
+	case pfBehind:
+		s.m[i] = pfReadingBehind
+		return true, true
 	}
-	s.m[i] = pfReading
-	return true
+	return false, false
 }
 
 // finish ends the read of page i: staged if ok, else forgotten; and
@@ -294,6 +323,10 @@ func (s *pfState) start(i int64) bool {
 func (s *pfState) finish(i int64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.m[i] == pfReadingBehind {
+		delete(s.m, i)
+		s.n.Store(int64(len(s.m)))
+	}
 	if s.m[i] == pfReading {
 		if ok {
 			s.m[i] = pfStaged
@@ -316,7 +349,7 @@ func (s *pfState) waitRead(i int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	waited := false
-	for s.m[i] == pfReading {
+	for s.m[i] == pfReading || s.m[i] == pfReadingBehind {
 		if s.read == nil {
 			s.read = sync.NewCond(&s.mu)
 		}
@@ -326,8 +359,9 @@ func (s *pfState) waitRead(i int64) bool {
 	return waited
 }
 
-// queue marks page i queued; false if it already is (or is staged).
-func (s *pfState) queue(i int64) bool {
+// queueAs marks page i queued in state st; false if it already is (or
+// is staged).
+func (s *pfState) queueAs(i int64, st int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
@@ -336,7 +370,7 @@ func (s *pfState) queue(i int64) bool {
 	if s.m[i] != 0 {
 		return false
 	}
-	s.m[i] = pfQueued
+	s.m[i] = st
 	s.n.Store(int64(len(s.m)))
 	return true
 }
@@ -388,7 +422,7 @@ func (s *pfState) unread() uint64 {
 // read-ahead brought in (or is bringing in: the read waited for it)
 // counts as a prefetch hit.
 func (f *file) demandHit(i int64) {
-	if f.pf.take(i) != 0 {
+	if st := f.pf.take(i); st != 0 && st < pfBehind {
 		f.fs.stats.prefetchHits.Add(1)
 	}
 }
@@ -421,6 +455,14 @@ type readAhead struct {
 	window  int64 // pages; 0: no pattern
 	next    int64 // first page (strided: offset) not issued yet
 	mark    int64 // first page (offset) of the last batch issued
+}
+
+// inPattern reports whether the reads seen so far are sequential or
+// strided (a window is open).
+func (r *readAhead) inPattern() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.window > 0
 }
 
 // raPlan is what observe asks for: count targets from first, each step
