@@ -224,16 +224,24 @@ func TestReadAround(t *testing.T) {
 	data := backingFile(t, fs, "rnd", 32)
 	h := mustOpen(t, fs, "rnd", os.O_RDWR)
 	defer h.Release()
-	for _, p := range []int64{17, 3, 29, 11} {
-		off := p*testPage + 512
-		if got := readAt(t, h, off, 4096); !bytes.Equal(got, data[off:off+4096]) {
-			t.Fatalf("read around at page %d differs from the backing file", p)
+	pages := []int64{17, 3, 29, 11}
+	for k := range 2 {
+		for _, p := range pages {
+			off := p*testPage + 512 + int64(k)*8192
+			if got := readAt(t, h, off, 4096); !bytes.Equal(got, data[off:off+4096]) {
+				t.Fatalf("read around at page %d differs from the backing file", p)
+			}
 		}
-		waitFor(t, "the page staged behind", func() bool { return h.f.bucket.HasPage(p) })
+		if k == 0 && fs.Stats().StagedBehind != 0 {
+			t.Fatal("a page staged at its first small miss")
+		}
+	}
+	for _, p := range pages {
+		waitFor(t, "the page staged behind its second miss", func() bool { return h.f.bucket.HasPage(p) })
 	}
 	st := fs.Stats()
-	if st.ReadAround != 4 || st.StagedBehind != 4 || st.PrefetchedPages != 0 {
-		t.Fatalf("read around %d, staged behind %d, prefetched %d: want 4, 4, 0", st.ReadAround, st.StagedBehind, st.PrefetchedPages)
+	if st.ReadAround != 8 || st.StagedBehind != 4 || st.PrefetchedPages != 0 {
+		t.Fatalf("read around %d, staged behind %d, prefetched %d: want 8, 4, 0", st.ReadAround, st.StagedBehind, st.PrefetchedPages)
 	}
 	if got := readAt(t, h, 3*testPage, testPage); !bytes.Equal(got, data[3*testPage:4*testPage]) {
 		t.Fatal("page staged behind differs from the backing file")

@@ -250,9 +250,29 @@ type pfState struct {
 	n       atomic.Int64 // len(m): the hit path skips mu when 0
 	mu      sync.Mutex
 	m       map[int64]int
-	read    *sync.Cond // on mu: a page left pfReading
-	fifo    []int64    // pages queued, in order
-	workers int        // workers that have the file, or it in their queue
+	read    *sync.Cond     // on mu: a page left pfReading
+	fifo    []int64        // pages queued, in order
+	workers int            // workers that have the file, or it in their queue
+	around  map[int64]bool // pages read around once (missedAgain), at most aroundMax
+}
+
+// aroundMax bounds pfState.around: past it the set starts again.
+const aroundMax = 1024
+
+// missedAgain records a read around page i and reports whether one was
+// recorded before.
+func (s *pfState) missedAgain(i int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.around[i] {
+		delete(s.around, i)
+		return true
+	}
+	if s.around == nil || len(s.around) >= aroundMax {
+		s.around = make(map[int64]bool)
+	}
+	s.around[i] = true
+	return false
 }
 
 // push appends page i to the queue; true if the file must be handed to a
