@@ -263,3 +263,20 @@ func TestReadAround(t *testing.T) {
 		t.Fatalf("a sequential reader read %d times around", n)
 	}
 }
+
+// TestReadAroundNeedsReadAhead: with read-ahead off nothing could stage a
+// page behind a small read, so small reads stage their pages in.
+func TestReadAroundNeedsReadAhead(t *testing.T) {
+	fs := newTestFS(t, Writeback, 64*testPage, 64*testPage, func(o *Options) { o.Readahead = -1 })
+	data := backingFile(t, fs, "f", 8)
+	h := mustOpen(t, fs, "f", os.O_RDONLY)
+	defer h.Release()
+	for _, p := range []int64{5, 2, 5} {
+		if got := readAt(t, h, p*testPage, 4096); !bytes.Equal(got, data[p*testPage:p*testPage+4096]) {
+			t.Fatal("read differs from the backing file")
+		}
+	}
+	if st := fs.Stats(); st.ReadAround != 0 || !h.f.bucket.HasPage(5) {
+		t.Fatalf("read around %d times, page 5 resident %v: want staged in", st.ReadAround, h.f.bucket.HasPage(5))
+	}
+}
