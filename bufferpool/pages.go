@@ -84,6 +84,15 @@ func (b *Bucket) ReadPage(i, off int64, buf []byte, fill Filler) (found bool, er
 // file layer's read-ahead): the caller must know that data is still the
 // page's content.
 func (b *Bucket) InstallPage(i int64, data []byte) (installed bool, err error) {
+	return b.InstallPageIf(i, data, nil)
+}
+
+// InstallPageIf is InstallPage that also asks valid (when not nil), under
+// the bucket's lock and only if the page is absent, whether data is still
+// the page's content; false leaves the page absent (installed false). A
+// caller that read data without holding anything that keeps the source
+// from changing checks there that it did not change meanwhile.
+func (b *Bucket) InstallPageIf(i int64, data []byte, valid func() bool) (installed bool, err error) {
 	if err := b.checkPage("install page", i, 0, len(data)); err != nil {
 		return false, err
 	}
@@ -97,7 +106,7 @@ func (b *Bucket) InstallPage(i int64, data []byte) (installed bool, err error) {
 	if err := b.checkLocked(); err != nil {
 		return false, err
 	}
-	if b.pages[i] != nil {
+	if b.pages[i] != nil || (valid != nil && !valid()) {
 		return false, nil
 	}
 	if _, err := b.newPageLocked(i, data, false, now); err != nil {

@@ -63,6 +63,10 @@ type Options struct {
 	// Readahead is the largest read-ahead window of one open file in
 	// bytes (prefetch.go): 0 = DefaultReadahead, < 0 = no read-ahead.
 	Readahead int64
+	// BufferedStageIn reads every stage-in through the kernel's page
+	// cache; by default a page the page cache does not hold is read with
+	// O_DIRECT (direct.go).
+	BufferedStageIn bool
 }
 
 // DefaultDrainTimeout is Options.DrainTimeout's default.
@@ -102,8 +106,16 @@ type Stats struct {
 	DirtyBytes   int64            `json:"dirty_bytes"`
 	FlushedBytes uint64           `json:"flushed_bytes"`
 	StagedBytes  uint64           `json:"staged_bytes"`
-	FlushErrors  uint64           `json:"flush_errors"`
-	FlushBacklog int64            `json:"flush_backlog_files"`
+	// StagedDirect is the part of StagedBytes read with O_DIRECT
+	// (direct.go).
+	StagedDirect uint64 `json:"staged_direct_bytes"`
+	// ReadAround counts small reads of absent pages served straight from
+	// the backing file, StagedBehind the pages then staged in behind them
+	// in the background (file.readAround).
+	ReadAround   uint64 `json:"read_around"`
+	StagedBehind uint64 `json:"staged_behind_pages"`
+	FlushErrors  uint64 `json:"flush_errors"`
+	FlushBacklog int64  `json:"flush_backlog_files"`
 	// FailingFiles are the files whose write-back is failing (sorted by
 	// path, the first 64), FailingCount how many there are, and
 	// StuckDirtyBytes their dirty data, held in the pool until the

@@ -124,11 +124,17 @@
 // holding file.mu. file.stateMu is a leaf; noteWriteBack takes
 // flusher.mu after releasing it.
 //
-// Read-ahead (prefetch.go) reads a page ahead holding file.backingMu and
-// no other lock, then installs it under the bucket lock. A demand read
-// that finds the page being read ahead waits for it holding file.mu
-// shared; that wait cannot close a cycle, because the read-ahead never
-// takes file.mu and holds backingMu only around its read and install, and
-// a pinned read (Handle.ReadPinned holds the bucket's read lock until the
-// reply is sent) feeds the read-ahead before it pins.
+// A stage-in reads the backing file holding no lock of the pool (a demand
+// read holds file.mu shared, the read-ahead nothing) and installs the page
+// under the bucket lock only if it is still absent and file.backingGen did
+// not move: everything that changes the backing file or drops pages
+// (write-back, truncate, fallocate, revalidation, retire, drop) takes
+// backingMu through lockBacking, which makes backingGen odd until
+// unlockBacking. While it is odd a demand stage-in takes the bucket's fill
+// path (the backing read under the bucket lock) and the read-ahead skips
+// the page. A demand read that finds the page being read ahead waits for
+// it holding file.mu shared; that wait cannot close a cycle, because the
+// read-ahead takes no lock while it reads, and a pinned read
+// (Handle.ReadPinned holds the bucket's read lock until the reply is
+// sent) feeds the read-ahead before it pins.
 package files

@@ -26,6 +26,14 @@ type file struct {
 	// truncate, fallocate) and the swap of the backing fd.
 	backingMu sync.Mutex
 	backing   *os.File
+	// backingGen is odd while something holds backingMu to change the
+	// backing file or drop pages (lockBacking), and grows at each such
+	// change: a demand stage-in that reads the backing file without
+	// backingMu installs what it read only if backingGen is what it was,
+	// and even, before the read (stageIn).
+	backingGen atomic.Uint64
+	direct     directFd        // an O_DIRECT fd on the backing file, for stage-ins (direct.go)
+	stageHook  func(off int64) // tests: called by each stage-in after it read the backing file at off
 
 	// mu keeps the size stable: shared for reads and in-place writes,
 	// exclusive for appends, truncation and fallocate.
@@ -143,8 +151,8 @@ func (f *file) revalidate() (dropped bool) {
 	if f.fs.scratch {
 		return false
 	}
-	f.backingMu.Lock()
-	defer f.backingMu.Unlock()
+	f.lockBacking()
+	defer f.unlockBacking()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// Stat under backingMu: a write-back that just finished changed it.
@@ -202,8 +210,8 @@ func (f *file) markUnlinked() {
 
 // drop frees the pages and the backing fd.
 func (f *file) drop() {
-	f.backingMu.Lock()
-	defer f.backingMu.Unlock()
+	f.lockBacking()
+	defer f.unlockBacking()
 	f.stateMu.Lock()
 	done := f.dropped
 	f.dropped = true
@@ -213,6 +221,7 @@ func (f *file) drop() {
 	}
 	f.fs.pool.DeleteBucket(f.bucket.Name())
 	f.prefetchDropped()
+	f.direct.close()
 	f.backing.Close()
 	f.fs.signalSpace()
 }
@@ -259,6 +268,18 @@ func (f *file) pageSpan(off int64, n int, fn func(i, po int64, lo, hi int) error
 	return nil
 }
 
+// lockBacking takes backingMu to change the backing file (or the pages
+// staged from it): backingGen is odd until unlockBacking.
+func (f *file) lockBacking() {
+	f.backingMu.Lock()
+	f.backingGen.Add(1)
+}
+
+func (f *file) unlockBacking() {
+	f.backingGen.Add(1)
+	f.backingMu.Unlock()
+}
+
 // stager returns the Filler that stages page i in from the backing file,
 // or nil when the backing file has nothing there (a hole or past its end).
 func (f *file) stager(i int64) bufferpool.Filler {
@@ -267,7 +288,7 @@ func (f *file) stager(i int64) bufferpool.Filler {
 		return nil
 	}
 	return func(buf []byte) error {
-		_, err := f.fs.stageIn(f.backing, buf, start)
+		_, err := f.stageRead(buf, start)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("stage in page %d: %w", i, err)
 		}
@@ -275,8 +296,9 @@ func (f *file) stager(i int64) bufferpool.Filler {
 	}
 }
 
-// read reads at off; short at EOF.
-func (f *file) read(buf []byte, off int64) (int, error) {
+// readWith reads at off; short at EOF. around allows a small read of an
+// absent page to be served from the backing file (readAround).
+func (f *file) readWith(buf []byte, off int64, around bool) (int, error) {
 	f.syncShim()
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -288,7 +310,7 @@ func (f *file) read(buf []byte, off int64) (int, error) {
 		buf = buf[:size-off]
 	}
 	err := f.pageSpan(off, len(buf), func(i, po int64, lo, hi int) error {
-		return f.readPage(i, po, buf[lo:hi])
+		return f.readPage(i, po, buf[lo:hi], around)
 	})
 	if err != nil {
 		return 0, err
@@ -297,7 +319,7 @@ func (f *file) read(buf []byte, off int64) (int, error) {
 	return len(buf), nil
 }
 
-func (f *file) readPage(i, po int64, dst []byte) error {
+func (f *file) readPage(i, po int64, dst []byte, around bool) error {
 	found, err := f.bucket.ReadPage(i, po, dst, nil)
 	if err == nil && !found && f.pf.waitRead(i) {
 		found, err = f.bucket.ReadPage(i, po, dst, nil) // read ahead meanwhile
@@ -316,7 +338,10 @@ func (f *file) readPage(i, po int64, dst []byte) error {
 		clear(dst)
 		return nil
 	}
-	found, err = f.bucket.ReadPage(i, po, dst, fill)
+	if around && int64(len(dst)) <= f.fs.ps/4 && f.readAround(i, po, dst) {
+		return nil
+	}
+	found, err = f.stageIn(i, po, dst, fill)
 	if found {
 		f.demandHit(i) // staged in meanwhile (by a prefetch it waited for)
 	} else {
@@ -333,6 +358,75 @@ func (f *file) readPage(i, po int64, dst []byte) error {
 		return nil
 	}
 	return err
+}
+
+// readAround serves a small read of an absent page straight from the
+// backing file: a 4 KiB miss costs a 4 KiB read of the backing file, not
+// one of a whole page. At the second such read of a page the whole page
+// is queued to be staged in behind it, in the background; staging it at
+// the first made a random reader's device read 256 times its bytes
+// (measured, 1 MiB pages, 1 GiB cold file, same run: a 4 KiB read took
+// 1.5-1.7 ms through the mount staging each page, 1.6 ms reading around
+// and staging behind at once, 0.5 ms reading around only; 0.11 ms on the
+// backing dir). The page is absent and the caller holds f.mu shared, which a
+// write-back's snapshot of a page needs exclusively: the backing file holds
+// the page's bytes. false: it did not (the backing file is being changed,
+// or the read failed: the stage-in says why); the caller stages in.
+func (f *file) readAround(i, po int64, dst []byte) bool {
+	g := f.backingGen.Load()
+	if g&1 != 0 {
+		return false
+	}
+	n, err := f.fs.stageIn(f.backing, dst, i*f.fs.ps+po)
+	if (err != nil && !errors.Is(err, io.EOF)) || f.backingGen.Load() != g {
+		return false
+	}
+	clear(dst[n:])
+	f.fs.stats.readAround.Add(1)
+	if f.pf.missedAgain(i) {
+		f.fs.prefetch.stageBehind(f, i)
+	}
+	return true
+}
+
+// stageIn stages page i in from the backing file and copies dst from it
+// at po. It reads the backing file holding no lock of the pool, so reads
+// of other pages of the file (and the read-ahead's installs) go on during
+// the I/O, and installs the page if it is still absent and the backing
+// file did not change meanwhile (backingGen). Otherwise, or while the
+// backing file is being changed, it takes the bucket's fill path, which
+// reads the backing file under the bucket's lock. found: the page was
+// resident by the time it looked (another read or the read-ahead put it
+// there).
+func (f *file) stageIn(i, po int64, dst []byte, fill bufferpool.Filler) (found bool, err error) {
+	g := f.backingGen.Load()
+	if g&1 != 0 {
+		return f.bucket.ReadPage(i, po, dst, fill)
+	}
+	page := dst // a whole page: read it in place
+	if po != 0 || int64(len(dst)) != f.fs.ps {
+		bp := f.fs.getPage()
+		defer f.fs.putPage(bp)
+		page = *bp
+	}
+	n, err := f.stageRead(page, i*f.fs.ps)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("stage in page %d: %w", i, err)
+	}
+	clear(page[n:])
+	installed, err := f.bucket.InstallPageIf(i, page, func() bool { return f.backingGen.Load() == g })
+	if installed || errors.Is(err, bufferpool.ErrNoSpace) {
+		// Full of dirty pages: the page is absent, so what was read is
+		// still the file's content; serve it uncached.
+		if &page[0] != &dst[0] {
+			copy(dst, page[po:])
+		}
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return f.bucket.ReadPage(i, po, dst, fill) // resident now, or the backing file changed
 }
 
 // write writes data at off (at EOF if appending), waiting for pool space
@@ -460,8 +554,8 @@ func (f *file) truncate(size int64) error {
 	if size < 0 {
 		return unix.EINVAL
 	}
-	f.backingMu.Lock()
-	defer f.backingMu.Unlock()
+	f.lockBacking()
+	defer f.unlockBacking()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.syncShim()
@@ -503,8 +597,8 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 	}
 	const punch = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
 	keep := mode&unix.FALLOC_FL_KEEP_SIZE != 0
-	f.backingMu.Lock()
-	defer f.backingMu.Unlock()
+	f.lockBacking()
+	defer f.unlockBacking()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.syncShim() // zero what shims wrote past the size the pool knew, too
@@ -609,8 +703,8 @@ func (f *file) writeBackPages(r wbReq) (deferred bool, err error) {
 	if f.fs.scratch {
 		return false, nil
 	}
-	f.backingMu.Lock()
-	defer f.backingMu.Unlock()
+	f.lockBacking()
+	defer f.unlockBacking()
 	f.stateMu.Lock()
 	skip := f.unlinked || f.dropped
 	f.stateMu.Unlock()

@@ -70,8 +70,10 @@ type counters struct {
 	prefetchWasted, prefetchedBytes  atomic.Uint64
 	// Latency of each write of the write-back to the backing store, and
 	// of each read of a stage-in from it (demand or read-ahead).
-	flushLat, stageLat hist.Histogram
-	passthroughOpens   atomic.Uint64
+	flushLat, stageLat         hist.Histogram
+	passthroughOpens           atomic.Uint64
+	stagedDirect, stagedBehind atomic.Uint64
+	readAround                 atomic.Uint64
 }
 
 // New opens the namespace and starts the write-back workers.
@@ -133,7 +135,7 @@ func New(pool *bufferpool.Pool, opts Options) (*FS, error) {
 		fs.maxIdle = DefaultMaxIdleFiles
 	}
 	fs.space = sync.NewCond(&fs.spaceMu)
-	fs.pages.New = func() any { b := make([]byte, fs.ps); return &b }
+	fs.pages.New = func() any { b := alignedPage(fs.ps); return &b }
 	if !fs.scratch {
 		fs.replayed = fs.replay()
 	}
@@ -272,6 +274,9 @@ func (fs *FS) Stats() Stats {
 		DirtyBytes:       ps.DirtyBytes,
 		FlushedBytes:     fs.stats.flushed.Load(),
 		StagedBytes:      fs.stats.staged.Load(),
+		StagedDirect:     fs.stats.stagedDirect.Load(),
+		ReadAround:       fs.stats.readAround.Load(),
+		StagedBehind:     fs.stats.stagedBehind.Load(),
 		FlushErrors:      fs.stats.flushErrors.Load(),
 		FlushBacklog:     fs.flusher.backlog(),
 		ReadHits:         fs.stats.hits.Load(),

@@ -120,7 +120,10 @@ func (h *Handle) ReadAt(buf []byte, off int64) (int, error) {
 		return 0, unix.EBADF
 	}
 	h.readAhead(off, len(buf))
-	return h.f.read(buf, off)
+	// Read around only where the page can be staged behind (read-ahead
+	// on): otherwise a page read in small pieces would never be cached.
+	around := h.f.fs.prefetch.maxPages > 0 && !h.ra.inPattern()
+	return h.f.readWith(buf, off, around)
 }
 
 // WriteAt writes at off, or at EOF atomically if opened O_APPEND.

@@ -49,8 +49,8 @@ func (fs *FS) retireIfOver(f *file) {
 // retire drops an idle file's cache if it is clean and still idle; a
 // dirty one stays until the write-back cleaned it.
 func (f *file) retire() {
-	f.backingMu.Lock()
-	defer f.backingMu.Unlock()
+	f.lockBacking()
+	defer f.unlockBacking()
 	if f.dirtyLocked() {
 		return
 	}
@@ -67,6 +67,7 @@ func (f *file) retire() {
 	fs.mu.Unlock()
 	if ok {
 		fs.pool.DeleteBucket(f.bucket.Name())
+		f.direct.close()
 		f.backing.Close()
 	}
 }

@@ -18,22 +18,23 @@ import (
 // what was staged ahead, up to Options.Readahead; a read that fits
 // neither pattern resets it, so a random reader stages nothing.
 //
-// A prefetch reads the backing file outside the pool's locks, holding
-// the file's backingMu, which every change of the backing file takes
-// (prefetchPage says why that keeps it from installing stale bytes), and
-// installs the page clean through bucket.InstallPage, which leaves a
-// page already resident (a dirty one included) alone. A demand read of a page
-// being read ahead waits for it (pfState.waitRead) and then hits; it never
-// reads the page a second time.
+// A prefetch reads the backing file holding no lock (with O_DIRECT where
+// it can: direct.go) and installs the page clean through
+// bucket.InstallPageIf, which leaves a page already resident (a dirty one
+// included) alone and installs nothing if the backing file changed since
+// the read began (file.backingGen; prefetchPage says why that keeps it
+// from installing stale bytes). A demand read of a page being read ahead
+// waits for it (pfState.waitRead) and then hits; it never reads the page
+// a second time.
 //
-// Bounds: at most prefetchWorkers stage-ins at once (one per file, in
-// the order queued), and at most
-// 2×Options.Readahead bytes queued or in flight (more is dropped, not
-// waited for). A prefetch starts only while some tier has room for the
-// page without evicting anything and no writer waits for space: read-ahead
-// never pushes data out of the pool. (Another allocation racing for the
-// last room can still make it evict a clean page; dirty pages are never
-// evicted by anything.)
+// Bounds: at most prefetchWorkers stage-ins at once, at most
+// prefetchDepth of them for one file (taking its pages in the order
+// queued, the nearest first), and at most 2×Options.Readahead bytes queued
+// or in flight (more is dropped, not waited for). A prefetch starts only
+// while some tier has room for the page without evicting anything and no
+// writer waits for space: read-ahead never pushes data out of the pool.
+// (Another allocation racing for the last room can still make it evict a
+// clean page; dirty pages are never evicted by anything.)
 
 // DefaultReadahead is Options.Readahead's default: the largest read-ahead
 // window of one open file.
@@ -41,7 +42,11 @@ const DefaultReadahead = 32 << 20
 
 const (
 	raInitPages     = 2 // first window, in pages
-	prefetchWorkers = 4
+	prefetchWorkers = 8
+	// prefetchDepth is how many pages of one file are staged at once:
+	// stage-ins read with O_DIRECT (direct.go) get no help from the
+	// kernel's readahead, so the device sees this many reads in flight.
+	prefetchDepth = 4
 )
 
 // prefetcher is the FS's pool of read-ahead workers. Safe for concurrent
@@ -114,25 +119,43 @@ func (p *prefetcher) drain(f *file) {
 
 // enqueue queues page i of f unless it is resident, already queued, or
 // the bounds say no.
-func (p *prefetcher) enqueue(f *file, i int64) {
-	if f.bucket.HasPage(i) || !f.pf.queue(i) {
+func (p *prefetcher) enqueue(f *file, i int64) { p.enqueueAs(f, i, pfQueued) }
+
+// stageBehind queues page i of f to be staged in the background after a
+// read of a part of it was served from the backing file (readAround),
+// only while the read-ahead is nearly idle (fewer than prefetchDepth pages
+// queued or in flight): a random reader's pages come second.
+func (p *prefetcher) stageBehind(f *file, i int64) {
+	if p.maxPages == 0 || p.inflight.Load() >= prefetchDepth*p.fs.ps {
 		return
+	}
+	p.enqueueAs(f, i, pfBehind)
+}
+
+// enqueueAs queues page i in state st (pfQueued, pfBehind); false if it
+// did not.
+func (p *prefetcher) enqueueAs(f *file, i int64, st int) bool {
+	if f.bucket.HasPage(i) || !f.pf.queueAs(i, st) {
+		return false
 	}
 	ps := p.fs.ps
 	if p.inflight.Add(ps) > p.maxBytes {
 		p.inflight.Add(-ps)
 		f.pf.forget(i)
-		return
+		return false
 	}
-	p.queued.Add(1)
+	if st == pfQueued {
+		p.queued.Add(1)
+	}
 	if !f.pf.push(i) {
-		return // a worker has the file
+		return true // enough workers have the file
 	}
 	select {
 	case p.jobs <- f:
 	default: // every worker busy and many files waiting: drop the file's queue
 		p.inflight.Add(-ps * f.pf.abandon())
 	}
+	return true
 }
 
 // roomFor reports whether some tier holds n more bytes without evicting,
@@ -172,13 +195,13 @@ func (fs *FS) roomFor(n int64) bool {
 }
 
 // prefetchPage stages page i in if it is still absent, inside the backing
-// file, and the pool has room. It reads the backing file holding
-// backingMu and no pool lock, so demand reads of the pages already staged
-// go on meanwhile; backingMu holds off every change of the backing file
-// (write-back, truncate, fallocate, revalidation), so what it read is
-// still the page's content when it installs it, under the bucket lock and
-// only if the page is still absent (a write since made it resident and
-// dirty, and evicting that needs a write-back, which needs backingMu).
+// file, and the pool has room. It reads the backing file holding no lock,
+// so demand reads of the pages already staged, and other stage-ins of the
+// file, go on meanwhile, and installs the page under the bucket lock only
+// if it is still absent and nothing changed the backing file or dropped
+// pages since the read began (backingGen: write-back, truncate, fallocate,
+// revalidation all change it). A write since made the page resident and
+// dirty, and evicting that needs a write-back, which changes backingGen.
 // While a write-back of the file runs the page is skipped, not waited for.
 func (f *file) prefetchPage(i int64) {
 	fs := f.fs
@@ -186,23 +209,28 @@ func (f *file) prefetchPage(i int64) {
 		f.pf.forget(i)
 		return
 	}
-	f.backingMu.Lock()
-	defer f.backingMu.Unlock()
-	if !f.pf.start(i) {
+	started, behind := f.pf.start(i)
+	if !started {
 		return
 	}
-	n, ok := f.stageAheadLocked(i)
+	n, ok := f.stageAhead(i)
 	f.pf.finish(i, ok)
-	if ok {
+	if ok && behind {
+		fs.stats.stagedBehind.Add(1)
+	} else if ok {
 		fs.stats.prefetched.Add(1)
 		fs.stats.prefetchedBytes.Add(uint64(n))
 	}
 }
 
-// stageAheadLocked reads page i from the backing file and installs it,
-// clean, if it is still absent. Called with backingMu held.
-func (f *file) stageAheadLocked(i int64) (n int, ok bool) {
+// stageAhead reads page i from the backing file and installs it, clean,
+// if it is still absent and the backing file did not change meanwhile.
+func (f *file) stageAhead(i int64) (n int, ok bool) {
 	fs := f.fs
+	g := f.backingGen.Load()
+	if g&1 != 0 {
+		return 0, false // being changed
+	}
 	f.stateMu.Lock()
 	dropped := f.dropped
 	f.stateMu.Unlock()
@@ -213,12 +241,12 @@ func (f *file) stageAheadLocked(i int64) (n int, ok bool) {
 	bp := fs.getPage()
 	defer fs.putPage(bp)
 	buf := *bp
-	n, err := fs.stageIn(f.backing, buf, start)
+	n, err := f.stageRead(buf, start)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, false
 	}
 	clear(buf[n:])
-	installed, err := f.bucket.InstallPage(i, buf)
+	installed, err := f.bucket.InstallPageIf(i, buf, func() bool { return f.backingGen.Load() == g })
 	return n, err == nil && installed
 }
 
@@ -227,17 +255,41 @@ const (
 	pfQueued  = iota + 1 // queued
 	pfReading            // being read from the backing file
 	pfStaged             // staged in, not read yet
+	// A page staged behind a small miss (readAround): queued, being read.
+	// Not read ahead: not counted in the prefetch statistics.
+	pfBehind
+	pfReadingBehind
 )
 
 // pfState is a file's read-ahead bookkeeping: the pages queued or
 // staged ahead and not read yet. Safe for concurrent use.
 type pfState struct {
-	n      atomic.Int64 // len(m): the hit path skips mu when 0
-	mu     sync.Mutex
-	m      map[int64]int
-	read   *sync.Cond // on mu: a page left pfReading
-	fifo   []int64    // pages queued, in order
-	active bool       // the file is with a worker, or in its queue
+	n       atomic.Int64 // len(m): the hit path skips mu when 0
+	mu      sync.Mutex
+	m       map[int64]int
+	read    *sync.Cond     // on mu: a page left pfReading
+	fifo    []int64        // pages queued, in order
+	workers int            // workers that have the file, or it in their queue
+	around  map[int64]bool // pages read around once (missedAgain), at most aroundMax
+}
+
+// aroundMax bounds pfState.around: past it the set starts again.
+const aroundMax = 1024
+
+// missedAgain records a read around page i and reports whether one was
+// recorded before.
+func (s *pfState) missedAgain(i int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.around[i] {
+		delete(s.around, i)
+		return true
+	}
+	if s.around == nil || len(s.around) >= aroundMax {
+		s.around = make(map[int64]bool)
+	}
+	s.around[i] = true
+	return false
 }
 
 // push appends page i to the queue; true if the file must be handed to a
@@ -246,20 +298,23 @@ func (s *pfState) push(i int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fifo = append(s.fifo, i)
-	if s.active {
+	if s.workers >= prefetchDepth || s.workers >= len(s.fifo) {
 		return false
 	}
-	s.active = true
+	s.workers++
 	return true
 }
 
-// pop returns the next queued page; false (and the file is no longer
-// with a worker) when there is none.
+// pop returns the next queued page; false (and the file is with one
+// worker less) when there is none.
 func (s *pfState) pop() (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.fifo) == 0 {
-		s.fifo, s.active = nil, false
+		s.workers--
+		if s.workers == 0 {
+			s.fifo = nil
+		}
 		return 0, false
 	}
 	i := s.fifo[0]
@@ -267,31 +322,37 @@ func (s *pfState) pop() (int64, bool) {
 	return i, true
 }
 
-// abandon drops every queued page and returns how many.
+// abandon drops every queued page and returns how many; the worker the
+// file was to be handed to (push said true) does not get it.
 func (s *pfState) abandon() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := int64(len(s.fifo))
 	for _, i := range s.fifo {
-		if s.m[i] == pfQueued {
+		if st := s.m[i]; st == pfQueued || st == pfBehind {
 			delete(s.m, i)
 		}
 	}
-	s.fifo, s.active = nil, false
+	s.fifo = nil
+	s.workers--
 	s.n.Store(int64(len(s.m)))
 	return n
 }
 
 // start moves page i from queued to reading; false if it is not queued
-// any more (a demand read took it).
-func (s *pfState) start(i int64) bool {
+// any more (a demand read took it). behind: it was queued by stageBehind.
+func (s *pfState) start(i int64) (ok, behind bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.m[i] != pfQueued {
-		return false
+	switch s.m[i] {
+	case pfQueued:
+		s.m[i] = pfReading
+		return true, false
+	case pfBehind:
+		s.m[i] = pfReadingBehind
+		return true, true
 	}
-	s.m[i] = pfReading
-	return true
+	return false, false
 }
 
 // finish ends the read of page i: staged if ok, else forgotten; and
@@ -299,6 +360,10 @@ func (s *pfState) start(i int64) bool {
 func (s *pfState) finish(i int64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.m[i] == pfReadingBehind {
+		delete(s.m, i)
+		s.n.Store(int64(len(s.m)))
+	}
 	if s.m[i] == pfReading {
 		if ok {
 			s.m[i] = pfStaged
@@ -321,7 +386,7 @@ func (s *pfState) waitRead(i int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	waited := false
-	for s.m[i] == pfReading {
+	for s.m[i] == pfReading || s.m[i] == pfReadingBehind {
 		if s.read == nil {
 			s.read = sync.NewCond(&s.mu)
 		}
@@ -331,8 +396,9 @@ func (s *pfState) waitRead(i int64) bool {
 	return waited
 }
 
-// queue marks page i queued; false if it already is (or is staged).
-func (s *pfState) queue(i int64) bool {
+// queueAs marks page i queued in state st; false if it already is (or
+// is staged).
+func (s *pfState) queueAs(i int64, st int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
@@ -341,7 +407,7 @@ func (s *pfState) queue(i int64) bool {
 	if s.m[i] != 0 {
 		return false
 	}
-	s.m[i] = pfQueued
+	s.m[i] = st
 	s.n.Store(int64(len(s.m)))
 	return true
 }
@@ -393,7 +459,7 @@ func (s *pfState) unread() uint64 {
 // read-ahead brought in (or is bringing in: the read waited for it)
 // counts as a prefetch hit.
 func (f *file) demandHit(i int64) {
-	if f.pf.take(i) != 0 {
+	if st := f.pf.take(i); st != 0 && st < pfBehind {
 		f.fs.stats.prefetchHits.Add(1)
 	}
 }
@@ -426,6 +492,14 @@ type readAhead struct {
 	window  int64 // pages; 0: no pattern
 	next    int64 // first page (strided: offset) not issued yet
 	mark    int64 // first page (offset) of the last batch issued
+}
+
+// inPattern reports whether the reads seen so far are sequential or
+// strided (a window is open).
+func (r *readAhead) inPattern() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.window > 0
 }
 
 // raPlan is what observe asks for: count targets from first, each step

@@ -256,9 +256,7 @@ func (fs *FS) stageJob(ctx context.Context, full context.CancelFunc, j stageJob,
 			full()
 			return
 		}
-		f.backingMu.Lock()
-		_, ok := f.stageAheadLocked(i)
-		f.backingMu.Unlock()
+		_, ok := f.stageAhead(i)
 		s.inflight.Add(-1)
 		if !ok && !f.bucket.HasPage(i) {
 			s.fail(j.p, fmt.Errorf("stage in page %d: not installed", i))

@@ -85,3 +85,27 @@ func CloexecDevFuse() error {
 	}
 	return nil
 }
+
+// ReopenDirect opens the file open at fd again, read-only with O_DIRECT
+// (through /proc/self/fd, so the same inode whatever its name is now).
+// It fails where the file system refuses O_DIRECT.
+func ReopenDirect(fd int) (*os.File, error) {
+	p := "/proc/self/fd/" + strconv.Itoa(fd)
+	nfd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reopen fd %d with O_DIRECT: %w", fd, err)
+	}
+	return os.NewFile(uintptr(nfd), p), nil
+}
+
+// CachedBytes is how much of [off, off+n) of the file open at fd is in the
+// kernel's page cache (cachestat(2), Linux 6.5), in bytes; an error where
+// the kernel lacks cachestat.
+func CachedBytes(fd int, off, n int64) (int64, error) {
+	r := unix.CachestatRange{Off: uint64(off), Len: uint64(n)}
+	var st unix.Cachestat_t
+	if err := unix.Cachestat(uint(fd), &r, &st, 0); err != nil {
+		return 0, fmt.Errorf("cachestat: %w", err)
+	}
+	return int64(st.Cache) * int64(os.Getpagesize()), nil
+}

@@ -41,6 +41,7 @@ type Config struct {
 	NoSpaceWait      time.Duration // bound on waiting for room in a full pool
 	DrainTimeout     time.Duration // bound on retrying a failing write-back at unmount
 	Readahead        int64         // largest read-ahead window of an open file, bytes; 0 = off
+	DirectStageIn    bool          // stage-ins of pages not in the page cache read with O_DIRECT
 	ScratchDir       string        // scratch mode namespace ("" = under $TMPDIR)
 	Tiers            []Tier        // fastest first
 	Placement        string        // bufferpool.Place*
@@ -434,6 +435,7 @@ func (c *Config) FilesOptions() files.Options {
 		NoSpaceWait:      c.NoSpaceWait,
 		DrainTimeout:     c.DrainTimeout,
 		Readahead:        c.Readahead,
+		BufferedStageIn:  !c.DirectStageIn,
 	}
 	if o.Readahead == 0 {
 		o.Readahead = -1 // off (0 is the file layer's default)

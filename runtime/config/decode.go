@@ -44,6 +44,7 @@ func (d *decoder) top(n *yaml.Node) error {
 		"no_space_wait":     d.duration(&c.NoSpaceWait, false),
 		"drain_timeout":     d.duration(&c.DrainTimeout, false),
 		"readahead":         d.size(&c.Readahead),
+		"direct_stage_in":   d.boolean(&c.DirectStageIn),
 		"scratch_dir":       d.str(&c.ScratchDir),
 		"tiers":             d.tiers,
 		"placement": d.enum(&c.Placement, bufferpool.PlaceMinimizeIOTime,
