@@ -24,7 +24,9 @@ func TestMain(m *testing.M) {
 	// in a page fault on a mapped file (mmap cases) holds its P, so leave
 	// enough Ps for the FUSE server (go-fuse's "known deadlocks" #3).
 	runtime.GOMAXPROCS(max(8, runtime.GOMAXPROCS(0)))
-	os.Exit(leakcheck.Run(m.Run))
+	// The io_uring variant enables the system-wide enable_uring: put it
+	// back afterwards.
+	os.Exit(leakcheck.Run(func() int { return fuseuring.Preserve(m.Run) }))
 }
 
 var modes = []files.Mode{files.Writeback, files.Writethrough, files.Scratch}

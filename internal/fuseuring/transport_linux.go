@@ -40,6 +40,18 @@ func Enable() error {
 	return nil
 }
 
+// Preserve runs fn and puts the enable_uring parameter back as it found
+// it, for tests: enabling it is system-wide, and a test run must not
+// leave the machine's other FUSE servers changed.
+func Preserve(fn func() int) int {
+	was := Enabled()
+	code := fn()
+	if !was && Enabled() {
+		os.WriteFile(enableParam, []byte("N"), 0)
+	}
+	return code
+}
+
 // Config sizes the queues.
 type Config struct {
 	// Threads is the number of threads serving each CPU's queue (0 = 4 up
