@@ -351,47 +351,49 @@ func (a *Aggregator) access(e Event, fd int, ps *ProcStats) {
 	f, n := st.file, e.Ret
 	off := st.pos
 	positioned := e.Call.Kind == KindPRead || e.Call.Kind == KindPWrite
+	if positioned && (e.Call.Name == "preadv2" || e.Call.Name == "pwritev2") && int64(e.Args[3]) == -1 {
+		positioned = false // offset -1: at (and moving) the file position
+	}
 	if positioned {
 		off = int64(e.Args[3])
-		if e.Call.Name == "preadv2" || e.Call.Name == "pwritev2" {
-			if int64(e.Args[3]) == -1 {
-				positioned, off = false, st.pos
-			}
-		}
 	} else {
 		st.pos += n
 	}
 	a.touch(f, e)
-	end := off + n
+	d := direction{&f.Writes, &f.BytesWritten, &f.SeqWrites, &f.ConsecWrite, &f.lastWrite, &f.MaxWriteEnd,
+		&ps.BytesWritten, &f.WriteTime, &f.WriteSizes}
 	if e.Call.Kind == KindRead || e.Call.Kind == KindPRead {
-		f.Reads++
-		f.BytesRead += n
-		ps.BytesRead += n
-		f.ReadTime += e.Latency
-		f.ReadSizes[bucketOf(n)]++
-		if off > f.lastRead {
-			f.SeqReads++
-		}
-		if off == f.lastRead+1 {
-			f.ConsecReads++
-		}
-		f.lastRead = end - 1
-		f.MaxReadEnd = max(f.MaxReadEnd, end)
-		return
+		d = direction{&f.Reads, &f.BytesRead, &f.SeqReads, &f.ConsecReads, &f.lastRead, &f.MaxReadEnd,
+			&ps.BytesRead, &f.ReadTime, &f.ReadSizes}
 	}
-	f.Writes++
-	f.BytesWritten += n
-	ps.BytesWritten += n
-	f.WriteTime += e.Latency
-	f.WriteSizes[bucketOf(n)]++
-	if off > f.lastWrite {
-		f.SeqWrites++
+	d.count(off, n, e.Latency)
+}
+
+// direction is the counters of one direction (reads or writes) of a file
+// and of its process.
+type direction struct {
+	calls, bytes, seq, consec, last, maxEnd, procBytes *int64
+	time                                               *time.Duration
+	sizes                                              *[10]int64
+}
+
+// count accounts an access of n bytes at off that took lat, with
+// Darshan's rules: sequential past the previous access's last byte,
+// consecutive right after it.
+func (d direction) count(off, n int64, lat time.Duration) {
+	*d.calls++
+	*d.bytes += n
+	*d.procBytes += n
+	*d.time += lat
+	d.sizes[bucketOf(n)]++
+	if off > *d.last {
+		*d.seq++
 	}
-	if off == f.lastWrite+1 {
-		f.ConsecWrite++
+	if off == *d.last+1 {
+		*d.consec++
 	}
-	f.lastWrite = end - 1
-	f.MaxWriteEnd = max(f.MaxWriteEnd, end)
+	*d.last = off + n - 1
+	*d.maxEnd = max(*d.maxEnd, off+n)
 }
 
 // copied accounts copy_file_range(in, off_in, out, off_out, len) and
