@@ -22,8 +22,10 @@
 // slow syscall path and a map lookup. x86_64 only (syscall numbers and
 // the pt_regs layout).
 //
-// Not yet: the join with the daemon's per-file events (hits, misses,
-// stage-ins, write-back for files on a mount, tier occupancy on the
-// timeline), and in-kernel aggregation (which would cut the per-event cost when no
+// The join with the pool's side (hits, misses, stage-ins, write-back of
+// the traced files on iowarp mounts) is made by `iowarp trace` from the
+// daemons' per-file counters (files.FileIO), taken before and after.
+// Not yet: which tier served each read, tier occupancy on the timeline,
+// and in-kernel aggregation (which would cut the per-event cost when no
 // event stream is asked for).
 package ebpf

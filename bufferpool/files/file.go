@@ -32,6 +32,7 @@ type file struct {
 	// backingMu installs what it read only if backingGen is what it was,
 	// and even, before the read (stageIn).
 	backingGen atomic.Uint64
+	io         fileIO          // what the pool did for this file (FileIO)
 	direct     directFd        // an O_DIRECT fd on the backing file, for stage-ins (direct.go)
 	stageHook  func(off int64) // tests: called by each stage-in after it read the backing file at off
 
@@ -316,6 +317,7 @@ func (f *file) readWith(buf []byte, off int64, around bool) (int, error) {
 		return 0, err
 	}
 	f.fs.stats.bytesRead.Add(uint64(len(buf)))
+	f.io.read.Add(uint64(len(buf)))
 	return len(buf), nil
 }
 
@@ -329,10 +331,12 @@ func (f *file) readPage(i, po int64, dst []byte, around bool) error {
 	}
 	if found {
 		f.fs.stats.hits.Add(1)
+		f.io.hits.Add(1)
 		f.demandHit(i)
 		return nil
 	}
 	f.fs.stats.misses.Add(1)
+	f.io.misses.Add(1)
 	fill := f.stager(i)
 	if fill == nil {
 		clear(dst)
@@ -378,6 +382,7 @@ func (f *file) readAround(i, po int64, dst []byte) bool {
 		return false
 	}
 	n, err := f.fs.stageIn(f.backing, dst, i*f.fs.ps+po)
+	f.io.staged.Add(uint64(n))
 	if (err != nil && !errors.Is(err, io.EOF)) || f.backingGen.Load() != g {
 		return false
 	}
@@ -894,6 +899,7 @@ func (f *file) writeRangeLocked(buf []byte, start, lo, hi int64) error {
 	}
 	growTo(&f.backingSize, start+hi)
 	f.fs.stats.flushed.Add(uint64(hi - lo))
+	f.io.flushed.Add(uint64(hi - lo))
 	return nil
 }
 

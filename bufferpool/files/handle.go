@@ -139,6 +139,7 @@ func (h *Handle) WriteAt(data []byte, off int64) (int, error) {
 	}
 	n, err := h.f.write(data, off, h.flags&unix.O_APPEND != 0)
 	h.f.fs.stats.written.Add(uint64(n))
+	h.f.io.written.Add(uint64(n))
 	return n, err
 }
 
@@ -158,6 +159,7 @@ func (h *Handle) WriteInside(data []byte, off int64) (int, error) {
 	}
 	n, err := h.f.writeMode(data, off, false, true)
 	h.f.fs.stats.written.Add(uint64(n))
+	h.f.io.written.Add(uint64(n))
 	return n, err
 }
 
@@ -329,6 +331,8 @@ func (h *Handle) ReadPinned(off int64, n int) (fd int, fdOff int64, length int, 
 	}
 	f.fs.stats.hits.Add(1)
 	f.fs.stats.bytesRead.Add(uint64(n))
+	f.io.hits.Add(1)
+	f.io.read.Add(uint64(n))
 	f.demandHit(i)
 	return fd, fdOff, n, release, true
 }

@@ -54,6 +54,7 @@ func (f *file) stageRead(buf []byte, off int64) (int, error) {
 	n, err := f.readBacking(buf, off)
 	f.fs.stats.stageLat.Since(t)
 	f.fs.stats.staged.Add(uint64(n))
+	f.io.staged.Add(uint64(n))
 	return n, err
 }
 

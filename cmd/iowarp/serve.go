@@ -17,10 +17,10 @@ import (
 	"github.com/iowarp/iowarp/formats/helper"
 	"github.com/iowarp/iowarp/formats/omni"
 	"github.com/iowarp/iowarp/fusefs"
+	"github.com/iowarp/iowarp/internal/fuseuring"
 	"github.com/iowarp/iowarp/internal/host"
 	"github.com/iowarp/iowarp/internal/metrics"
 	"github.com/iowarp/iowarp/internal/mountinfo"
-	"github.com/iowarp/iowarp/internal/fuseuring"
 	"github.com/iowarp/iowarp/internal/sys"
 	"github.com/iowarp/iowarp/internal/units"
 	"github.com/iowarp/iowarp/runtime/config"
@@ -163,6 +163,8 @@ func (d *daemon) open() error {
 		"stats": func() (any, error) { return d.fsys.Stats(), nil },
 		"info":  func() (any, error) { return info, nil },
 		"top":   func() (any, error) { return d.fsys.TopDirty(topFiles), nil },
+		// What the pool did per file (iowarp trace joins it).
+		"fileio": func() (any, error) { return d.fsys.FileIO(), nil },
 	}, stageStreams(d.fsys))
 	if err != nil {
 		return err

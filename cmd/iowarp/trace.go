@@ -27,6 +27,7 @@ type traceFlags struct {
 	darshan  string
 	html     string
 	top      int
+	ctlDir   string
 }
 
 func newTraceCmd() *cobra.Command {
@@ -57,6 +58,8 @@ calls per process and file (one page, nothing fetched). Needs root.`,
 	c.Flags().StringVar(&f.darshan, "darshan", "", "write Darshan POSIX counters (darshan-parser text) to this file")
 	c.Flags().StringVar(&f.html, "html", "", "write a timeline of the calls per process and file as a self-contained HTML page")
 	c.Flags().IntVar(&f.top, "top", 20, "files in the summary (0 = all)")
+	c.Flags().StringVar(&f.ctlDir, "control-dir", os.Getenv(envControlDir),
+		"where the daemons' sockets are, for the pool's side of files on iowarp mounts (env "+envControlDir+")")
 	return c
 }
 
@@ -87,6 +90,7 @@ func runTrace(f *traceFlags, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	before := snapshotPools(f.ctlDir)
 	start := time.Now()
 	on := func(e ebpf.Event) {
 		agg.Add(e)
@@ -107,11 +111,15 @@ func runTrace(f *traceFlags, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	end := time.Now()
+	after := snapshotPools(f.ctlDir)
 	if err := closeSink(); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "iowarp trace: %d calls in %v\n", totalCalls(agg), end.Sub(start).Round(time.Millisecond))
 	if err := ebpf.WriteSummary(stderr, agg, f.top); err != nil {
+		return err
+	}
+	if err := writePoolSide(stderr, agg, before, after); err != nil {
 		return err
 	}
 	if f.darshan != "" {
