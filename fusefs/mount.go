@@ -144,6 +144,11 @@ func serve(dir string, root fs.InodeEmbedder, fopts *fs.Options, mode fuseuring.
 	if m != nil {
 		raw = &timedFS{RawFileSystem: raw, m: m}
 	}
+	if mode == fuseuring.Auto && userMount() {
+		// fuseuring mounts with mount(2) itself (root only); a user mount
+		// goes through fusermount3 and /dev/fuse.
+		mode = fuseuring.Off
+	}
 	if mode == fuseuring.Off {
 		srv, err := fuse.NewServer(raw, dir, &fopts.MountOptions)
 		if err != nil {
