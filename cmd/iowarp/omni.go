@@ -265,6 +265,7 @@ NumPy .npy when it ends in .npy, else CSV (stdout without --out).`,
 	c.Flags().StringArrayVar(&q.sel, "sel", nil, "DIM=A:B on any dimension (repeatable)")
 	c.Flags().StringVar(&q.slice, "slice", "", `index slice, as in a view name: "0:2,10:20,:"`)
 	c.Flags().StringVar(&q.out, "out", "", "output file (.npy or CSV); CSV on stdout without it")
+	c.Flags().BoolVar(&q.allowEmpty, "allow-empty", false, "write an empty result for an empty selection instead of failing")
 	c.MarkFlagRequired("var")
 	return c
 }
@@ -272,6 +273,7 @@ NumPy .npy when it ends in .npy, else CSV (stdout without --out).`,
 type queryFlags struct {
 	variable, time, lat, lon, slice, out string
 	sel                                  []string
+	allowEmpty                           bool
 }
 
 // viewName builds the view name the flags describe, so the CLI and the
@@ -346,6 +348,10 @@ func runQuery(ctx context.Context, of *omniFlags, q *queryFlags, arg string, std
 	p, err := gen.Plan(path.Dir("/"+q.variable), name)
 	if err != nil {
 		return err
+	}
+	if h := p.Hyperslab(); h.Len() == 0 && !q.allowEmpty {
+		return fmt.Errorf("query %s: the selection is empty (count %v of shape %v): no value of %s lies in the ranges given (--allow-empty writes an empty result)",
+			name, h.Count, p.Variable().Shape, p.Variable().Path)
 	}
 	// Data in other files (external storage) is read as this user.
 	ctx = view.WithCaller(ctx, view.Caller{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid()), Pid: uint32(os.Getpid())})

@@ -171,3 +171,21 @@ print(got.size)
 		t.Fatalf("csv:\n%s\nwant:\n%s", b, want)
 	}
 }
+
+// TestQueryEmpty: a selection with no values (a range outside the
+// coordinates) is an error naming it, exit 1, unless --allow-empty.
+func TestQueryEmpty(t *testing.T) {
+	dir := omniFixtures(t)
+	nc := filepath.Join(dir, "climate.nc")
+	out := filepath.Join(t.TempDir(), "q.csv")
+	_, err := omniRun(t, "query", nc, "--var", "temperature", "--lat", "1000:2000", "--out", out)
+	if err == nil || !strings.Contains(err.Error(), "selection is empty") {
+		t.Fatalf("empty selection: %v, want an error saying so", err)
+	}
+	if _, err := omniRun(t, "query", nc, "--var", "temperature", "--lat", "1000:2000", "--allow-empty", "--out", out); err != nil {
+		t.Fatalf("--allow-empty: %v", err)
+	}
+	if b, _ := os.ReadFile(out); !strings.HasPrefix(string(b), "time,lat,lon,temperature\n") || strings.Count(string(b), "\n") != 1 {
+		t.Fatalf("--allow-empty wrote %q, want the header alone", b)
+	}
+}
