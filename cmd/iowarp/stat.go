@@ -125,6 +125,8 @@ func printStats(w io.Writer, info Info, st files.Stats) error {
 	}
 	fmt.Fprintf(w, "read-ahead: %d pages (%s) staged ahead, %d prefetch hits, %d wasted (evicted or dropped unread)\n",
 		st.PrefetchedPages, units.FormatSize(int64(st.PrefetchedBytes)), st.PrefetchHits, st.PrefetchWasted)
+	fmt.Fprintf(w, "stage-in: %s with O_DIRECT; %d small cold reads served from the backing file, %d pages staged in behind them\n",
+		units.FormatSize(int64(st.StagedDirect)), st.ReadAround, st.StagedBehind)
 	if l := st.Pool.LeaseStats; l.LeaseRefills > 0 {
 		fmt.Fprintf(w, "shim leases: %s reserved now, %d refills, %d returned (%s), %d new pages adopted, %d dropped (created past a lease)\n",
 			units.FormatSize(l.LeaseBytes), l.LeaseRefills, l.LeasesReturned, units.FormatSize(int64(l.LeaseReturnedBytes)),
