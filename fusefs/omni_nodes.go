@@ -238,7 +238,7 @@ func (r *omniRoot) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if r.o.opt.Registry != "" && omni.ValidName(name) {
 		if e, err := r.registry().Get(name); err == nil {
 			d := r.o.DatasetOf(e.Source)
-			return r.entry(ctx, r.child(ctx, name, &omniGroup{omniBase{o: r.o}, d, "/"}, true), out)
+			return r.entry(ctx, r.child(ctx, name, &omniGroup{omniBase{o: r.o}, d, "/", e.Filter}, true), out)
 		}
 	}
 	return lookupPath(ctx, &r.omniBase, name, out)
@@ -258,7 +258,7 @@ func lookupPath(ctx context.Context, b *omniBase, rel string, out *fuse.EntryOut
 		return b.entry(ctx, b.child(ctx, name, &omniPathDir{omniBase{o: b.o}, rel}, true), out)
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR || (st.Mode&unix.S_IFMT == unix.S_IFREG && isDatasetFile(b.o.m.fs, rel)):
 		d := b.o.DatasetAt(rel)
-		return b.entry(ctx, b.child(ctx, name, &omniGroup{omniBase{o: b.o}, d, "/"}, true), out)
+		return b.entry(ctx, b.child(ctx, name, &omniGroup{omniBase{o: b.o}, d, "/", ""}, true), out)
 	}
 	return nil, syscall.ENOENT
 }
@@ -342,6 +342,9 @@ type omniGroup struct {
 	omniBase
 	d     *view.Dataset
 	group string
+	// filter is the dataset_filter of the job that assimilated the
+	// dataset (registry entries): variables it leaves out are not shown.
+	filter string
 }
 
 var (
@@ -354,7 +357,9 @@ var (
 
 const schemaName = "schema.json"
 
-func (g *omniGroup) omniKey() string { return "g:" + g.d.Key() + "\x00" + g.group }
+func (g *omniGroup) omniKey() string {
+	return "g:" + g.d.Key() + "\x00" + g.group + "\x00" + g.filter
+}
 
 func (g *omniGroup) resolve() (*view.Generation, *omni.Group, error) {
 	gen, err := g.d.Current()
@@ -395,6 +400,9 @@ func (g *omniGroup) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		dirs[c.Name] = true
 	}
 	for _, v := range grp.Variables {
+		if !omni.MatchesFilter(v.Path, g.filter) {
+			continue
+		}
 		names = append(names, v.Name)
 		dirs[v.Name] = true
 	}
@@ -413,13 +421,17 @@ func (g *omniGroup) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 		return g.entry(ctx, g.child(ctx, name, &omniAttrs{omniBase{o: g.o}, g.d, g.group, ""}, true), out)
 	}
 	if c := grp.SubGroup(name); c != nil {
-		return g.entry(ctx, g.child(ctx, name, &omniGroup{omniBase{o: g.o}, g.d, c.Path}, true), out)
+		return g.entry(ctx, g.child(ctx, name, &omniGroup{omniBase{o: g.o}, g.d, c.Path, g.filter}, true), out)
 	}
-	if _, err := gen.Plan(g.group, name); err != nil {
+	p, err := gen.Plan(g.group, name)
+	if err != nil {
 		if errorsIsInvalidView(name, err) {
 			return nil, syscall.EINVAL
 		}
 		return nil, omniErrno(err)
+	}
+	if !omni.MatchesFilter(p.Variable().Path, g.filter) {
+		return nil, syscall.ENOENT // left out by the job's dataset_filter
 	}
 	return g.entry(ctx, g.child(ctx, name, &omniVar{omniBase{o: g.o}, g.d, g.group, name}, true), out)
 }

@@ -358,6 +358,25 @@ func TestOMNIViews(t *testing.T) {
 		if got := readDirNames(t, filepath.Join(om.dir, ".omni", "clim")); !slices.Contains(got, "temperature") {
 			t.Errorf("ls .omni/clim = %v", got)
 		}
+		// A job's dataset_filter is applied to what the entry shows.
+		e.Name, e.Filter = "climt", "/temperature"
+		if err := (omni.Registry{Dir: om.registry}).Add(e, ds); err != nil {
+			t.Fatal(err)
+		}
+		got := readDirNames(t, filepath.Join(om.dir, ".omni", "climt"))
+		if !slices.Contains(got, "temperature") || slices.Contains(got, "lat") {
+			t.Errorf("ls .omni/climt (dataset_filter /temperature) = %v", got)
+		}
+		if _, err := os.Stat(filepath.Join(om.dir, ".omni", "climt", "lat")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("stat of a variable the filter leaves out: %v", err)
+		}
+		// Its views still select by coordinates.
+		if _, err := os.Stat(filepath.Join(om.dir, ".omni", "climt", "temperature@lat=-10:10", "data.npy")); err != nil {
+			t.Errorf("coordinate view of a filtered entry: %v", err)
+		}
+		if got := readDirNames(t, filepath.Join(om.dir, ".omni", "clim")); !slices.Contains(got, "lat") {
+			t.Errorf("the unfiltered entry lost lat: %v", got)
+		}
 	})
 }
 

@@ -91,23 +91,27 @@ func (o *omniFlags) pool() *helper.Pool {
 	return helper.New(helper.Options{Size: 2, Deadline: d, Logf: logrus.Warnf})
 }
 
-// source resolves DATASET: a file or store, else an assimilated dataset's name.
-func (o *omniFlags) source(arg string) (string, error) {
+// source resolves DATASET: a file or store, else an assimilated dataset's
+// name, with the dataset_filter of the job that assimilated it ("" for a
+// file, or a dataset assimilated whole).
+func (o *omniFlags) source(arg string) (src, filter string, err error) {
 	if _, err := os.Stat(arg); err == nil {
-		return filepath.Abs(arg)
+		src, err := filepath.Abs(arg)
+		return src, "", err
 	}
 	if omni.ValidName(arg) {
 		if e, err := (omni.Registry{Dir: o.registry}).Get(arg); err == nil {
-			return e.Source, nil
+			return e.Source, e.Filter, nil
 		}
 	}
-	return "", fmt.Errorf("%s: no such file and no assimilated dataset of that name (registry %s)", arg, o.registry)
+	return "", "", fmt.Errorf("%s: no such file and no assimilated dataset of that name (registry %s)", arg, o.registry)
 }
 
 // open resolves DATASET (source) and opens it in a new helper pool, which
-// the caller closes; on error the pool is already closed.
+// the caller closes; on error the pool is already closed. An assimilated
+// dataset shows only what its job's dataset_filter keeps.
 func (o *omniFlags) open(ctx context.Context, arg string) (*helper.Pool, string, *omni.Dataset, error) {
-	src, err := o.source(arg)
+	src, filter, err := o.source(arg)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -117,6 +121,7 @@ func (o *omniFlags) open(ctx context.Context, arg string) (*helper.Pool, string,
 		p.Close()
 		return nil, "", nil, err
 	}
+	ds.KeepMatching(filter)
 	return p, src, ds, nil
 }
 
@@ -332,9 +337,12 @@ func runQuery(ctx context.Context, of *omniFlags, q *queryFlags, arg string, std
 	if err != nil {
 		return err
 	}
-	src, err := of.source(arg)
+	src, filter, err := of.source(arg)
 	if err != nil {
 		return err
+	}
+	if v := path.Clean("/" + q.variable); !omni.MatchesFilter(v, filter) {
+		return fmt.Errorf("query: %s is not in %s: its job's dataset_filter %q leaves it out: %w", v, arg, filter, omni.ErrNotFound)
 	}
 	e, err := of.engine()
 	if err != nil {
@@ -476,7 +484,7 @@ func assimilateOne(ctx context.Context, p *helper.Pool, reg omni.Registry, t omn
 		return fmt.Errorf("assimilate %s: %w", src, err)
 	}
 	if t.DatasetFilter != "" {
-		keepMatching(ds, t.DatasetFilter)
+		ds.KeepMatching(t.DatasetFilter)
 	}
 	e := omni.Entry{Name: name, Source: src, Format: ds.Format, Size: st.Size(), ModTime: st.ModTime(),
 		Assimilated: time.Now().UTC(), Eager: eager, Filter: t.DatasetFilter, RangeOff: t.RangeOff,
@@ -503,18 +511,3 @@ func assimilateOne(ctx context.Context, p *helper.Pool, reg omni.Registry, t omn
 	return nil
 }
 
-// keepMatching drops variables whose path neither matches the glob f nor
-// lies under the group f.
-func keepMatching(ds *omni.Dataset, f string) {
-	f = path.Clean("/" + f)
-	ds.Walk(func(g *omni.Group) {
-		kept := g.Variables[:0]
-		for _, v := range g.Variables {
-			ok, _ := path.Match(f, v.Path)
-			if ok || v.Path == f || strings.HasPrefix(v.Path, f+"/") {
-				kept = append(kept, v)
-			}
-		}
-		g.Variables = kept
-	})
-}

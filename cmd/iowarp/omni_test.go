@@ -93,6 +93,17 @@ func TestOmniCommands(t *testing.T) {
 	if !bytes.HasPrefix(b, []byte("\x93NUMPY")) || !bytes.Contains(b, []byte("'shape': (21, 2, 24)")) {
 		t.Errorf("query npy header %q", b[:min(len(b), 128)])
 	}
+	// The job's dataset_filter (/temperature) applies to what "grid" shows.
+	if _, err := omniRun(t, "query", "grid", "--registry", reg, "--var", "lat", "--out", filepath.Join(t.TempDir(), "l.csv")); err == nil || !strings.Contains(err.Error(), "dataset_filter") {
+		t.Errorf("query of a variable the job's filter left out: %v", err)
+	}
+	gridNC := filepath.Join(t.TempDir(), "grid.nc")
+	if _, err := omniRun(t, "export", "grid", gridNC, "--registry", reg); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("ncdump", "-h", gridNC).CombinedOutput(); err != nil || !strings.Contains(string(b), "temperature(") || strings.Contains(string(b), "float lat(") || strings.Contains(string(b), "double lat(") {
+		t.Errorf("export of a filtered entry: %v\n%s", err, b)
+	}
 	outNC := filepath.Join(t.TempDir(), "x.nc")
 	if _, err := omniRun(t, "export", "clim", outNC, "--registry", reg); err != nil {
 		t.Fatal(err)

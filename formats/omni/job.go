@@ -3,6 +3,7 @@ package omni
 import (
 	"bytes"
 	"fmt"
+	"path"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -77,4 +78,34 @@ func (t Transfer) DstName() string {
 		return t.Dst
 	}
 	return name
+}
+
+// MatchesFilter reports whether the variable at path p is kept by a job's
+// dataset_filter f: p matches the glob f, or lies under the group f. An
+// empty filter keeps everything.
+func MatchesFilter(p, f string) bool {
+	if f == "" {
+		return true
+	}
+	f = path.Clean("/" + f)
+	ok, _ := path.Match(f, p)
+	return ok || p == f || strings.HasPrefix(p, f+"/")
+}
+
+// KeepMatching drops the variables that the dataset_filter f does not keep
+// (MatchesFilter).
+func (ds *Dataset) KeepMatching(f string) {
+	if f == "" {
+		return
+	}
+	ds.Walk(func(g *Group) {
+		kept := g.Variables[:0]
+		for _, v := range g.Variables {
+			if MatchesFilter(v.Path, f) {
+				kept = append(kept, v)
+			}
+		}
+		g.Variables = kept
+		g.idx.Store(nil) // the index of children is rebuilt
+	})
 }
