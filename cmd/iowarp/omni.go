@@ -510,4 +510,3 @@ func assimilateOne(ctx context.Context, p *helper.Pool, reg omni.Registry, t omn
 	logrus.Infof("assimilated %s as %s (%s, %d variables, %d bytes) in %s", src, name, ds.Format, e.Variables, e.Bytes, reg.Dir)
 	return nil
 }
-
