@@ -289,7 +289,7 @@ func (f *file) stager(i int64) bufferpool.Filler {
 		return nil
 	}
 	return func(buf []byte) error {
-		_, err := f.stageRead(buf, start)
+		_, err := f.stageRead(buf, start, true)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("stage in page %d: %w", i, err)
 		}
@@ -355,7 +355,7 @@ func (f *file) readPage(i, po int64, dst []byte, around bool) error {
 		// Pool full of dirty pages: serve the read from the backing file
 		// uncached (the page is not resident, so the backing file is current).
 		clear(dst)
-		_, rerr := f.fs.stageIn(f.backing, dst, i*f.fs.ps+po)
+		_, rerr := f.stageRead(dst, i*f.fs.ps+po, false)
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			return fmt.Errorf("read page %d: %w", i, rerr)
 		}
@@ -381,8 +381,7 @@ func (f *file) readAround(i, po int64, dst []byte) bool {
 	if g&1 != 0 {
 		return false
 	}
-	n, err := f.fs.stageIn(f.backing, dst, i*f.fs.ps+po)
-	f.io.staged.Add(uint64(n))
+	n, err := f.stageRead(dst, i*f.fs.ps+po, false)
 	if (err != nil && !errors.Is(err, io.EOF)) || f.backingGen.Load() != g {
 		return false
 	}
@@ -414,7 +413,7 @@ func (f *file) stageIn(i, po int64, dst []byte, fill bufferpool.Filler) (found b
 		defer f.fs.putPage(bp)
 		page = *bp
 	}
-	n, err := f.stageRead(page, i*f.fs.ps)
+	n, err := f.stageRead(page, i*f.fs.ps, true)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return false, fmt.Errorf("stage in page %d: %w", i, err)
 	}

@@ -33,7 +33,8 @@ func (c *fileIO) snapshot(path string) FileIO {
 		BytesWritten: c.written.Load(), StagedBytes: c.staged.Load(), WrittenBack: c.flushed.Load()}
 }
 
-func (f FileIO) idle() bool {
+// Idle reports whether the counters are all zero.
+func (f FileIO) Idle() bool {
 	return f.Hits+f.Misses+f.BytesRead+f.BytesWritten+f.StagedBytes+f.WrittenBack == 0
 }
 
@@ -42,7 +43,7 @@ func (f FileIO) idle() bool {
 func (fs *FS) FileIO() []FileIO {
 	out := []FileIO{} // [] in JSON, not null
 	for _, f := range fs.liveFiles() {
-		if c := f.io.snapshot(f.displayName()); !c.idle() {
+		if c := f.io.snapshot(f.displayName()); !c.Idle() {
 			out = append(out, c)
 		}
 	}

@@ -2,7 +2,6 @@ package files
 
 import (
 	"cmp"
-	"os"
 	"slices"
 	"time"
 
@@ -37,21 +36,17 @@ func (fs *FS) TopDirty(n int) []FileDirty {
 	return out
 }
 
-// stageIn reads buf at off of a backing file, counted and timed as a
-// stage-in.
-func (fs *FS) stageIn(f *os.File, buf []byte, off int64) (int, error) {
+// stageRead reads buf at off of f's backing file for a stage-in, timed
+// and counted in the FS's and the file's counters: with O_DIRECT where
+// that pays (readBacking) when direct, else buffered (a small read served
+// around the pool, or through it when the pool is full).
+func (f *file) stageRead(buf []byte, off int64, direct bool) (n int, err error) {
 	t := time.Now()
-	n, err := f.ReadAt(buf, off)
-	fs.stats.stageLat.Since(t)
-	fs.stats.staged.Add(uint64(n))
-	return n, err
-}
-
-// stageRead reads buf at off of f's backing file for a stage-in
-// (readBacking: O_DIRECT where that pays), timed and counted as stageIn.
-func (f *file) stageRead(buf []byte, off int64) (int, error) {
-	t := time.Now()
-	n, err := f.readBacking(buf, off)
+	if direct {
+		n, err = f.readBacking(buf, off)
+	} else {
+		n, err = f.backing.ReadAt(buf, off)
+	}
 	f.fs.stats.stageLat.Since(t)
 	f.fs.stats.staged.Add(uint64(n))
 	f.io.staged.Add(uint64(n))

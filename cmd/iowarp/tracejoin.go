@@ -55,7 +55,7 @@ func writePoolSide(w io.Writer, a *ebpf.Aggregator, before, after poolSide) erro
 			continue
 		}
 		d := now.Sub(before[f.Path])
-		if d.Hits+d.Misses+d.BytesRead+d.BytesWritten+d.StagedBytes+d.WrittenBack == 0 {
+		if d.Idle() {
 			continue
 		}
 		if rows == 0 {
