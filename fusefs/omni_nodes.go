@@ -526,12 +526,24 @@ func (v *omniVar) plan() (*view.Plan, error) {
 	return gen.Plan(v.group, v.view)
 }
 
+// rawPlan is plan serving the stored values (data.raw).
+func (v *omniVar) rawPlan() (*view.Plan, error) {
+	gen, err := v.d.Current()
+	if err != nil {
+		return nil, err
+	}
+	return gen.RawPlan(v.group, v.view)
+}
+
 func (v *omniVar) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	return datasetDirAttr(v.d, out)
 }
 
-// varFiles are the names in a variable's directory.
-var varFiles = []string{"data", "data.npy", "data.csv", "shape", "dtype", "dims", "attrs"}
+// varFiles are the names in a variable's directory. data, data.npy and
+// data.csv hold the values decoded as xarray decodes them by default
+// (omni.Decoding); data.raw, listed only where that changes something,
+// holds the stored values.
+var varFiles = []string{"data", "data.npy", "data.csv", "data.raw", "shape", "dtype", "dims", "attrs"}
 
 func (v *omniVar) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	p, err := v.plan()
@@ -540,7 +552,8 @@ func (v *omniVar) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	}
 	names := slices.Clone(varFiles)
 	names = slices.DeleteFunc(names, func(s string) bool {
-		return s == "data.npy" && p.NPYHeader() == nil || s == "data.csv" && p.CSVTooBig()
+		return s == "data.npy" && p.NPYHeader() == nil || s == "data.csv" && p.CSVTooBig() ||
+			s == "data.raw" && p.Decoding().Identity()
 	})
 	return dirEntries(names, map[string]bool{"attrs": true}), 0
 }
@@ -554,6 +567,11 @@ func (v *omniVar) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	switch name {
 	case "data":
 		ops = &omniData{omniBase{o: v.o}, v, dataRaw}
+	case "data.raw":
+		if p.Decoding().Identity() {
+			return nil, syscall.ENOENT
+		}
+		ops = &omniData{omniBase{o: v.o}, v, dataStored}
 	case "data.npy":
 		if p.NPYHeader() == nil {
 			return nil, syscall.ENOENT
@@ -777,8 +795,17 @@ type dataKind int
 const (
 	dataRaw dataKind = iota // C order, native byte order
 	dataNPY                 // NumPy 1.0 header, then the raw bytes
-	dataCSV                 // omni.WriteCSV, rendered at open
+	dataCSV                 // omni.CSVTable, rendered at open
+	dataStored              // the stored values, undecoded (data.raw)
 )
+
+// plan is the plan of the view the file renders.
+func (d *omniData) plan() (*view.Plan, error) {
+	if d.kind == dataStored {
+		return d.v.rawPlan()
+	}
+	return d.v.plan()
+}
 
 // omniData is data, data.npy or data.csv of a view.
 type omniData struct {
@@ -802,7 +829,7 @@ func (d *omniData) size(ctx context.Context, p *view.Plan) (int64, error) {
 	switch d.kind {
 	case dataNPY:
 		return int64(len(p.NPYHeader())) + p.Size(), nil
-	case dataRaw:
+	case dataRaw, dataStored:
 		return p.Size(), nil
 	}
 	return p.CSVSize(asCaller(ctx))
@@ -818,7 +845,7 @@ func (d *omniData) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrO
 		fileAttr(h.p.Generation().Stat(), n, &out.Attr)
 		return 0
 	}
-	p, err := d.v.plan()
+	p, err := d.plan()
 	if err != nil {
 		return omniErrno(err)
 	}
@@ -842,7 +869,7 @@ func (d *omniData) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	if !readOnly(flags) {
 		return nil, 0, syscall.EROFS
 	}
-	p, err := d.v.plan()
+	p, err := d.plan()
 	if err != nil {
 		return nil, 0, omniErrno(err)
 	}

@@ -254,7 +254,15 @@ func newQueryCmd() *cobra.Command {
 		Long: `query selects a variable by coordinate values (dates through the CF time
 units of the time coordinate; --time/--lat/--lon find the axes by name or CF
 role) or by index (--slice "0:2,10:20,:"), and writes the selection to --out:
-NumPy .npy when it ends in .npy, else CSV (stdout without --out).`,
+NumPy .npy when it ends in .npy, else CSV (stdout without --out).
+
+Values are decoded as xarray decodes them by default: _FillValue and
+missing_value become NaN (an integer variable with them becomes float32 or
+float64, as in xarray), scale_factor and add_offset are applied, CF times
+(standard, gregorian, proleptic_gregorian calendars) become datetime64[ns]
+(ISO 8601 in CSV). CSV has one column per axis holding the coordinate's
+values (the index where the axis has none), then the values. --raw gives
+the stored values instead.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := of.bound(cmd.Context())
@@ -271,6 +279,7 @@ NumPy .npy when it ends in .npy, else CSV (stdout without --out).`,
 	c.Flags().StringVar(&q.slice, "slice", "", `index slice, as in a view name: "0:2,10:20,:"`)
 	c.Flags().StringVar(&q.out, "out", "", "output file (.npy or CSV); CSV on stdout without it")
 	c.Flags().BoolVar(&q.allowEmpty, "allow-empty", false, "write an empty result for an empty selection instead of failing")
+	c.Flags().BoolVar(&q.raw, "raw", false, "the stored values, without CF decoding (masking, scale/offset, time)")
 	c.MarkFlagRequired("var")
 	return c
 }
@@ -278,7 +287,7 @@ NumPy .npy when it ends in .npy, else CSV (stdout without --out).`,
 type queryFlags struct {
 	variable, time, lat, lon, slice, out string
 	sel                                  []string
-	allowEmpty                           bool
+	allowEmpty, raw                      bool
 }
 
 // viewName builds the view name the flags describe, so the CLI and the
@@ -353,7 +362,11 @@ func runQuery(ctx context.Context, of *omniFlags, q *queryFlags, arg string, std
 	if err != nil {
 		return err
 	}
-	p, err := gen.Plan(path.Dir("/"+q.variable), name)
+	plan := gen.Plan
+	if q.raw {
+		plan = gen.RawPlan
+	}
+	p, err := plan(path.Dir("/"+q.variable), name)
 	if err != nil {
 		return err
 	}
@@ -373,39 +386,62 @@ func runQuery(ctx context.Context, of *omniFlags, q *queryFlags, arg string, std
 		w = f
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
-	if err := writeQuery(ctx, bw, p, strings.HasSuffix(q.out, ".npy")); err != nil {
+	masked, err := writeQuery(ctx, bw, p, strings.HasSuffix(q.out, ".npy"))
+	if err != nil {
 		return err
 	}
 	if err := bw.Flush(); err != nil {
 		return err
 	}
 	h := p.Hyperslab()
-	fmt.Fprintf(stderr, "%s: start %v count %v stride %v (%d elements)\n", p.Variable().Path, h.Start, h.Count, h.Strides(), h.Len())
+	fmt.Fprintf(stderr, "%s: start %v count %v stride %v (%d elements", p.Variable().Path, h.Start, h.Count, h.Strides(), h.Len())
+	if dec := p.Decoding(); !dec.Identity() {
+		fmt.Fprintf(stderr, ", decoded %s", dec)
+		if dec.Masks() {
+			fmt.Fprintf(stderr, ", %d masked", masked)
+		}
+	}
+	fmt.Fprintln(stderr, ")")
 	return nil
 }
 
 // writeQuery streams the selection of p to w, block by block: .npy (its
-// header, then the raw bytes) or CSV.
-func writeQuery(ctx context.Context, w io.Writer, p *view.Plan, npy bool) error {
+// header, then the bytes) or CSV. It returns how many values are masked
+// (NaN or NaT) when the decoding masks some.
+func writeQuery(ctx context.Context, w io.Writer, p *view.Plan, npy bool) (int64, error) {
+	var masked int64
+	count := func(b []byte) {
+		if p.Decoding().Masks() {
+			masked += omni.CountMasked(p.DType(), b)
+		}
+	}
 	if npy {
 		hdr := p.NPYHeader()
 		if hdr == nil {
-			return fmt.Errorf("%s: %s has no NumPy dtype: %w", p.Variable().Path, p.DType(), omni.ErrNotSupported)
+			return 0, fmt.Errorf("%s: %s has no NumPy dtype: %w", p.Variable().Path, p.DType(), omni.ErrNotSupported)
 		}
 		if _, err := w.Write(hdr); err != nil {
-			return err
+			return 0, err
 		}
-		return p.Each(ctx, func(_ omni.Hyperslab, raw []byte) error {
-			_, err := w.Write(raw)
+		err := p.Each(ctx, func(_ omni.Hyperslab, b []byte) error {
+			count(b)
+			_, err := w.Write(b)
 			return err
 		})
+		return masked, err
 	}
-	v := *p.Variable()
-	v.DType = p.DType()
-	if err := omni.WriteCSVHeader(w, &v, len(p.Shape())); err != nil {
-		return err
+	t, err := p.CSVTable()
+	if err != nil {
+		return 0, err
 	}
-	return p.Each(ctx, func(h omni.Hyperslab, raw []byte) error { return omni.WriteCSVRows(w, &v, h, raw) })
+	if err := t.WriteHeader(w); err != nil {
+		return 0, err
+	}
+	err = p.Each(ctx, func(h omni.Hyperslab, b []byte) error {
+		count(b)
+		return t.WriteRows(w, h, b)
+	})
+	return masked, err
 }
 
 func newAssimilateCmd() *cobra.Command {

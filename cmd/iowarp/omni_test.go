@@ -200,3 +200,122 @@ func TestQueryEmpty(t *testing.T) {
 		t.Fatalf("--allow-empty wrote %q, want the header alone", b)
 	}
 }
+
+// cfMake writes a NetCDF-4 file exercising CF decoding: packed int16 with
+// a fill value, float32 with _FillValue and missing_value, masked int32
+// and uint8, _Unsigned int8, CF times (int days, float hours, standard
+// and proleptic calendars) and a noleap time (the fallback).
+const cfMake = `import sys, numpy as np, netCDF4
+d = netCDF4.Dataset(sys.argv[1], "w")
+def create(*a, **k):
+    v = netCDF4.Dataset.createVariable(d, *a, **k)
+    v.set_auto_maskandscale(False) # the stored values are written as given
+    return v
+d.createDimension("time", 4); d.createDimension("lat", 3); d.createDimension("lon", 5)
+t = create("time", "i4", ("time",)); t.units = "days since 2000-01-01"; t.calendar = "standard"
+t[:] = [0, 31, 60, 366]
+la = create("lat", "f4", ("lat",)); la.units = "degrees_north"; la[:] = [-10, 0, 10.5]
+lo = create("lon", "f8", ("lon",)); lo.units = "degrees_east"; lo[:] = np.arange(5) * 72.5
+rng = np.random.default_rng(7)
+raw = rng.integers(-30000, 30000, (4, 3, 5), dtype="i2"); raw[0, 0, :2] = -32768; raw[3, 2, 4] = -32768
+v = create("temp", "i2", ("time", "lat", "lon"), fill_value=np.int16(-32768))
+v.scale_factor = np.float32(0.01); v.add_offset = np.float32(273.15); v.units = "K"; v[:] = raw
+p = create("precip", "f4", ("time", "lat", "lon"), fill_value=np.float32(1e20))
+praw = rng.random((4, 3, 5)).astype("f4"); praw[1, 1, 1] = 1e20; praw[2, 0, 3] = -999; p.missing_value = np.float32(-999); p[:] = praw
+c = create("count", "i4", ("time", "lat"), fill_value=np.int32(-1))
+craw = np.arange(12, dtype="i4").reshape(4, 3); craw[2, 1] = -1; c[:] = craw
+s = create("small", "u1", ("lat",), fill_value=np.uint8(255)); s.scale_factor = np.float64(0.5); s[:] = np.array([4, 255, 9], "u1")
+s8 = create("only_scale", "i2", ("lon",)); s8.scale_factor = np.float32(0.25); s8[:] = np.arange(5, dtype="i2") - 2
+u = create("flags", "i1", ("time",)); u._Unsigned = "true"; u[:] = np.array([-1, 0, 5, -128], "i1")
+d.createDimension("step", 3)
+h = create("step", "f8", ("step",)); h.units = "hours since 1990-01-01 06:00:00"; h.calendar = "proleptic_gregorian"; h[:] = [0.5, 1.25, 48]
+n = create("nl", "f8", ("step",)); n.units = "days since 2001-01-01"; n.calendar = "noleap"; n[:] = [0, 59, 365]
+d.close()
+`
+
+// cfCheck compares each query's .npy with xarray's default decoding of
+// the same variable: dtype and values (NaN where masked, NaT for times).
+const cfCheck = `import sys, os, numpy as np, xarray as xr
+ds = xr.open_dataset(sys.argv[1])
+raw = xr.open_dataset(sys.argv[1], mask_and_scale=False, decode_times=False)
+out = sys.argv[2]
+for name in ["time", "lat", "lon", "temp", "precip", "count", "small", "only_scale", "flags", "step"]:
+    got = np.load(os.path.join(out, name + ".npy"))
+    want = ds[name].values
+    assert got.dtype == want.dtype, (name, got.dtype, want.dtype)
+    assert got.shape == want.shape, (name, got.shape, want.shape)
+    same = np.array_equal(got, want, equal_nan=got.dtype.kind == "f")
+    assert same, (name, got, want)
+    r = np.load(os.path.join(out, name + ".raw.npy"))
+    assert r.dtype == raw[name].values.dtype and np.array_equal(r, raw[name].values), (name, r, raw[name].values)
+# noleap: xarray gives cftime objects; iowarp keeps the numbers.
+assert ds["nl"].values.dtype == object
+assert np.array_equal(np.load(os.path.join(out, "nl.npy")), raw["nl"].values)
+print("ok")
+`
+
+// TestQueryCF: `iowarp query` decodes values as xarray does by default
+// (_FillValue and missing_value to NaN, masked integers as floats,
+// scale_factor/add_offset in xarray's dtype, _Unsigned, CF times to
+// datetime64[ns]); --raw gives the stored values; CSV carries the
+// coordinate values, ISO 8601 for times.
+func TestQueryCF(t *testing.T) {
+	omniFixtures(t) // skips without python3-netCDF4
+	if out, err := exec.Command("/usr/bin/python3", "-c", "import xarray").CombinedOutput(); err != nil {
+		t.Skipf("python3-xarray missing: %s", out)
+	}
+	dir := t.TempDir()
+	nc := filepath.Join(dir, "cf.nc")
+	if out, err := exec.Command("/usr/bin/python3", "-c", cfMake, nc).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	out := filepath.Join(dir, "out")
+	os.Mkdir(out, 0o755)
+	for _, name := range []string{"time", "lat", "lon", "temp", "precip", "count", "small", "only_scale", "flags", "step", "nl"} {
+		if msg, err := omniRun(t, "query", nc, "--var", name, "--out", filepath.Join(out, name+".npy")); err != nil {
+			t.Fatalf("query %s: %v\n%s", name, err, msg)
+		}
+		if msg, err := omniRun(t, "query", nc, "--var", name, "--raw", "--out", filepath.Join(out, name+".raw.npy")); err != nil {
+			t.Fatalf("query --raw %s: %v\n%s", name, err, msg)
+		}
+	}
+	if msg, err := exec.Command("/usr/bin/python3", "-c", cfCheck, nc, out).CombinedOutput(); err != nil {
+		t.Fatalf("against xarray: %v\n%s", err, msg)
+	}
+	csv := filepath.Join(dir, "q.csv")
+	msg, err := omniRun(t, "query", nc, "--var", "temp", "--time", "2000-01-01:2000-02-01", "--lat", "-10:0", "--out", csv)
+	if err != nil {
+		t.Fatalf("query csv: %v\n%s", err, msg)
+	}
+	if !strings.Contains(msg, ", 2 masked)") {
+		t.Errorf("query reports %q, want the 2 masked values counted", msg)
+	}
+	b, _ := os.ReadFile(csv)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 1+2*2*5 || lines[0] != "time,lat,lon,temp" ||
+		!strings.HasPrefix(lines[1], "2000-01-01T00:00:00,-10,0,NaN") || !strings.HasPrefix(lines[len(lines)-1], "2000-02-01T00:00:00,0,290,") {
+		t.Fatalf("csv:\n%s", b)
+	}
+	// Every CSV value against xarray's to_dataframe of the same selection.
+	check := `import sys, csv, numpy as np, pandas as pd, xarray as xr
+ds = xr.open_dataset(sys.argv[1])
+want = ds["temp"].sel(time=slice("2000-01-01", "2000-02-01"), lat=slice(-10, 0)).to_dataframe().reset_index()
+rows = list(csv.reader(open(sys.argv[2])))[1:]
+assert len(rows) == len(want), (len(rows), len(want))
+for r, (_, w) in zip(rows, want.iterrows()):
+    assert pd.Timestamp(r[0]) == w["time"], (r, w)
+    assert float(r[1]) == w["lat"] and float(r[2]) == w["lon"], (r, w)
+    assert (np.isnan(w["temp"]) and r[3] == "NaN") or np.float32(r[3]) == np.float32(w["temp"]), (r, w)
+print("ok")
+`
+	if msg, err := exec.Command("/usr/bin/python3", "-c", check, nc, csv).CombinedOutput(); err != nil {
+		t.Fatalf("csv against xarray: %v\n%s", err, msg)
+	}
+	fstep := filepath.Join(dir, "step.csv")
+	if msg, err := omniRun(t, "query", nc, "--var", "step", "--out", fstep); err != nil {
+		t.Fatalf("%v\n%s", err, msg)
+	}
+	if b, _ := os.ReadFile(fstep); string(b) != "step\n1990-01-01T06:30:00\n1990-01-01T07:15:00\n1990-01-03T06:00:00\n" {
+		t.Errorf("step csv %q", b)
+	}
+}

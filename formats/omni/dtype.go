@@ -31,7 +31,7 @@ const (
 
 var dtypeSizes = map[DType]int{
 	Int8: 1, Int16: 2, Int32: 4, Int64: 8, Uint8: 1, Uint16: 2, Uint32: 4, Uint64: 8,
-	Float32: 4, Float64: 8, Bool: 1,
+	Float32: 4, Float64: 8, Bool: 1, Datetime64: 8,
 }
 
 // FixedString is the DType of byte strings of n bytes.
@@ -60,7 +60,8 @@ func (t DType) fixedLen() (int, bool) {
 }
 
 // Valid reports whether t is one of the known types.
-func (t DType) Valid() bool { return t == String || t.Size() > 0 }
+// Datetime64 is not one: only decoding makes it.
+func (t DType) Valid() bool { return t == String || t.Size() > 0 && t != Datetime64 }
 
 // IsString reports fixed or variable-length strings.
 func (t DType) IsString() bool {
@@ -85,6 +86,8 @@ func (t DType) NumpyDescr() (string, error) {
 	switch {
 	case t == Bool:
 		return "|b1", nil
+	case t == Datetime64:
+		return "<M8[ns]", nil
 	case t.IsFloat():
 		return fmt.Sprintf("<f%d", t.Size()), nil
 	case t.IsSigned():
@@ -201,6 +204,8 @@ func FormatElement(t DType, b []byte) string {
 		return strconv.FormatUint(le.Uint64(b), 10)
 	case Bool:
 		return strconv.FormatBool(b[0] != 0)
+	case Datetime64:
+		return FormatTime(int64(le.Uint64(b)))
 	case Float32:
 		return strconv.FormatFloat(float64(math.Float32frombits(le.Uint32(b))), 'g', -1, 32)
 	case Float64:

@@ -54,48 +54,74 @@ func NPYSize(t DType, shape []int64) (int64, error) {
 	return int64(len(h)) + NumElements(shape)*int64(t.Size()), nil
 }
 
-// WriteCSV renders the selection h of v (data: its raw bytes) as CSV.
-// A 1-D or scalar variable is one column named after it; an N-D variable
-// is in long form: one index column per dimension (absolute indices in v),
-// then the value.
+// WriteCSV renders the selection h of v (data: its raw bytes) as CSV
+// with index columns (a CSVTable without coordinate values).
 func WriteCSV(w io.Writer, v *Variable, h Hyperslab, data []byte) error {
-	if err := WriteCSVHeader(w, v, len(h.Count)); err != nil {
+	t := &CSVTable{V: v, DType: v.DType, Sel: h}
+	if err := t.WriteHeader(w); err != nil {
 		return err
 	}
-	return WriteCSVRows(w, v, h, data)
+	return t.WriteRows(w, h, data)
 }
 
-// WriteCSVHeader writes the header line of WriteCSV for a selection of
-// rank dimensions of v.
-func WriteCSVHeader(w io.Writer, v *Variable, rank int) error {
-	var line string
-	if rank > 1 {
-		line = csvJoin(append(append([]string(nil), v.Dims...), v.Name))
-	} else {
-		line = csvField(v.Name)
+// CSVTable is the CSV rendering of the selection Sel of V, values of type
+// DType. A scalar, or a 1-D variable without a coordinate of its own
+// (Axes[0] nil), is one column named after V. Otherwise it is in long
+// form, as xarray's to_dataframe().to_csv() writes it: one column per
+// axis named after its dimension, holding the coordinate's value
+// (Axes[i], already rendered: ISO 8601 for CF times) or, where the axis
+// has no coordinate variable, the index in V; then the value.
+type CSVTable struct {
+	V     *Variable
+	DType DType
+	Sel   Hyperslab
+	// Axes holds, per axis, the rendered coordinate value of each index
+	// of the selection (len Sel.Count[i]); nil: the axis has none.
+	Axes [][]string
+}
+
+func (t *CSVTable) long() bool {
+	n := len(t.Sel.Count)
+	return n > 1 || n == 1 && len(t.Axes) == 1 && t.Axes[0] != nil
+}
+
+// WriteHeader writes the header line.
+func (t *CSVTable) WriteHeader(w io.Writer) error {
+	line := csvField(t.V.Name)
+	if t.long() {
+		line = csvJoin(append(append([]string(nil), t.V.Dims...), t.V.Name))
 	}
 	_, err := io.WriteString(w, line+"\n")
 	return err
 }
 
-// WriteCSVRows writes the rows of WriteCSV for selection h of v (data:
-// its raw bytes) without the header, so that the blocks of a large
+// WriteRows writes the rows of the block h of the selection (data: its
+// bytes, of DType), without the header, so that the blocks of a large
 // selection, each with its own h, make one CSV one after the other.
-func WriteCSVRows(w io.Writer, v *Variable, h Hyperslab, data []byte) error {
+func (t *CSVTable) WriteRows(w io.Writer, h Hyperslab, data []byte) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
-	vals, err := csvValues(v.DType, data)
+	vals, err := csvValues(t.DType, data)
 	if err != nil {
 		return err
 	}
 	if int64(len(vals)) != h.Len() {
-		return fmt.Errorf("csv of %s: %d values for %d selected: %w", v.Path, len(vals), h.Len(), ErrInvalid)
+		return fmt.Errorf("csv of %s: %d values for %d selected: %w", t.V.Path, len(vals), h.Len(), ErrInvalid)
 	}
-	long := len(h.Count) > 1
+	long := t.long()
 	idx := make([]int64, len(h.Count))
 	for _, val := range vals {
 		if long {
 			for i, k := range idx {
-				bw.WriteString(strconv.FormatInt(h.Start[i]+k*h.StrideAt(i), 10))
+				abs := h.Start[i] + k*h.StrideAt(i)
+				if i < len(t.Axes) && t.Axes[i] != nil {
+					sel := (abs - t.Sel.Start[i]) / t.Sel.StrideAt(i)
+					if sel < 0 || sel >= int64(len(t.Axes[i])) {
+						return fmt.Errorf("csv of %s: index %d outside the selection: %w", t.V.Path, abs, ErrInvalid)
+					}
+					bw.WriteString(t.Axes[i][sel])
+				} else {
+					bw.WriteString(strconv.FormatInt(abs, 10))
+				}
 				bw.WriteByte(',')
 			}
 			next(idx, h.Count)
@@ -104,6 +130,40 @@ func WriteCSVRows(w io.Writer, v *Variable, h Hyperslab, data []byte) error {
 		bw.WriteByte('\n')
 	}
 	return bw.Flush()
+}
+
+// CoordStrings renders the values of coordinate c (data: its whole
+// decoded bytes, of type t) at the indices of axis i of the selection h:
+// the column of that axis in a CSVTable.
+func CoordStrings(t DType, data []byte, h Hyperslab, i int) ([]string, error) {
+	size := int64(t.Size())
+	if size == 0 || t.IsString() && t == String {
+		if t == String {
+			ss, err := DecodeStrings(data)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]string, h.Count[i])
+			for k := range out {
+				j := h.Start[i] + int64(k)*h.StrideAt(i)
+				if j >= int64(len(ss)) {
+					return nil, fmt.Errorf("coordinate index %d of %d: %w", j, len(ss), ErrInvalid)
+				}
+				out[k] = csvField(ss[j])
+			}
+			return out, nil
+		}
+		return nil, fmt.Errorf("coordinate of %s: %w", t, ErrNotSupported)
+	}
+	out := make([]string, h.Count[i])
+	for k := range out {
+		j := h.Start[i] + int64(k)*h.StrideAt(i)
+		if (j+1)*size > int64(len(data)) {
+			return nil, fmt.Errorf("coordinate index %d of %d bytes: %w", j, len(data), ErrInvalid)
+		}
+		out[k] = csvField(FormatElement(t, data[j*size:]))
+	}
+	return out, nil
 }
 
 // next advances a C-order multi-index; false after the last one.

@@ -42,6 +42,10 @@ type Plan struct {
 	v     *omni.Variable
 	h     omni.Hyperslab
 	dtype omni.DType // of the bytes served (S<n> for variable-length strings)
+	// dec decodes the stored values as xarray does by default (CF
+	// masking, scaling, time); Identity for a raw plan (data.raw).
+	dec   omni.Decoding
+	raw   bool
 	shape []int64    // the selection's shape
 	size  int64      // raw bytes
 	hdr   []byte     // NumPy header; nil when NumPy has no dtype for it
@@ -51,6 +55,13 @@ type Plan struct {
 	row, run               int64 // bytes per index on axis; indices per block
 	lineBytes, runsPerLine int64
 	nblocks, ppb, base     int64
+	// stage is the staging bytes a block needs: its stored bytes, which
+	// are decoded in place, may be more than its pages hold.
+	stage int64
+
+	csvOnce sync.Once
+	csv     *omni.CSVTable
+	csvErr  error
 
 	// csvSize is the length of the CSV rendering once known (-1 before):
 	// a generation is immutable, so it never changes.
@@ -69,9 +80,19 @@ type failure struct {
 }
 
 // Plan resolves the view name in group (a variable, a slice or a
-// coordinate filter) and returns its plan, cached per Generation.
-func (g *Generation) Plan(group, name string) (*Plan, error) {
+// coordinate filter) and returns its plan, cached per Generation. The
+// plan serves the values decoded as xarray decodes them by default
+// (omni.Decoding); RawPlan serves the stored values.
+func (g *Generation) Plan(group, name string) (*Plan, error) { return g.plan(group, name, false) }
+
+// RawPlan is Plan serving the stored values, undecoded (data.raw).
+func (g *Generation) RawPlan(group, name string) (*Plan, error) { return g.plan(group, name, true) }
+
+func (g *Generation) plan(group, name string, raw bool) (*Plan, error) {
 	key := group + "\x00" + name
+	if raw {
+		key += "\x00raw"
+	}
 	g.mu.Lock()
 	p := g.plans[key]
 	g.mu.Unlock()
@@ -89,7 +110,12 @@ func (g *Generation) Plan(group, name string) (*Plan, error) {
 	if err := h.Check(v.Shape); err != nil {
 		return nil, err
 	}
-	p = &Plan{g: g, v: v, h: h, dtype: v.DType, shape: h.Count}
+	p = &Plan{g: g, v: v, h: h, dtype: v.DType, shape: h.Count, raw: raw}
+	if !raw {
+		if p.dec = omni.DecodingOf(v); !p.dec.Identity() {
+			p.dtype = p.dec.Out
+		}
+	}
 	p.csvSize.Store(-1)
 	if v.DType == omni.String {
 		if err := p.readStrings(); err != nil {
@@ -187,6 +213,7 @@ func (p *Plan) layout(target int64) {
 	}
 	if n == 0 {
 		p.axis, p.row, p.run, p.lineBytes, p.runsPerLine, p.nblocks, p.ppb = -1, es, 1, es, 1, 1, 1
+		p.stage = PageSize
 		return
 	}
 	row := make([]int64, n)
@@ -204,6 +231,33 @@ func (p *Plan) layout(target int64) {
 	p.runsPerLine = (p.shape[k] + run - 1) / run
 	p.nblocks = outer * p.runsPerLine
 	p.ppb = (run*row[k] + PageSize - 1) / PageSize
+	p.stage = p.ppb * PageSize
+	if !p.dec.Identity() {
+		stored := run * row[k] / es * int64(p.dec.Raw.Size())
+		p.stage = max(p.stage, (stored+PageSize-1)/PageSize*PageSize)
+	}
+}
+
+// storedLen is the bytes the helper writes for a block of blen served
+// bytes.
+func (p *Plan) storedLen(blen int64) int64 {
+	if p.dec.Identity() {
+		return blen
+	}
+	return blen / int64(p.dtype.Size()) * int64(p.dec.Raw.Size())
+}
+
+// decode turns the stored bytes of a block of blen served bytes at the
+// start of mem into served bytes, and zeroes what follows them.
+func (p *Plan) decode(mem []byte, blen int64) error {
+	if p.dec.Identity() {
+		return nil
+	}
+	if err := p.dec.DecodeInPlace(mem, blen/int64(p.dtype.Size())); err != nil {
+		return fmt.Errorf("decode %s: %w", p.v.Path, err)
+	}
+	clear(mem[blen:])
+	return nil
 }
 
 // blockAxis picks the outermost axis where a chunk-aligned run fits in
@@ -365,15 +419,18 @@ func (p *Plan) readPrivate(ctx context.Context, j, in int64, buf []byte) error {
 		}
 	}
 	slab, _, blen := p.block(j)
-	st, err := g.d.o.staging.get(p.ppb * PageSize)
+	st, err := g.d.o.staging.get(p.stage)
 	if err != nil {
 		return err
 	}
 	defer g.d.o.staging.put(st)
-	clear(st.mem[:p.ppb*PageSize])
+	clear(st.mem[:p.stage])
 	n, err := g.d.o.opt.Formats.ReadTo(actx, g.path, p.v, slab, st.f, 0)
-	if err == nil && n != blen {
-		err = fmt.Errorf("helper wrote %d bytes for %d: %w", n, blen, omni.ErrCorrupt)
+	if err == nil && n != p.storedLen(blen) {
+		err = fmt.Errorf("helper wrote %d bytes for %d: %w", n, p.storedLen(blen), omni.ErrCorrupt)
+	}
+	if err == nil {
+		err = p.decode(st.mem[:p.stage], blen)
 	}
 	if err != nil {
 		err = fmt.Errorf("read %s%v of %s: %w", p.v.Path, slab.Start, g.d.Name(), err)
@@ -483,7 +540,7 @@ func (p *Plan) runFetch(f *fetch, j int64) {
 		return
 	}
 	slab, _, blen := p.block(j)
-	st, err := g.d.o.staging.get(p.ppb * PageSize)
+	st, err := g.d.o.staging.get(p.stage)
 	if err != nil {
 		st = nil
 		f.err = err
@@ -491,10 +548,13 @@ func (p *Plan) runFetch(f *fetch, j int64) {
 	}
 	// Zeroed first: staging memory is reused, and bytes a helper did not
 	// write must never be another block's (or another file's).
-	clear(st.mem[:p.ppb*PageSize])
+	clear(st.mem[:p.stage])
 	n, err := g.d.o.opt.Formats.ReadTo(g.d.confined(), g.path, p.v, slab, st.f, 0)
-	if err == nil && n != blen {
-		err = fmt.Errorf("helper wrote %d bytes for %d: %w", n, blen, omni.ErrCorrupt)
+	if err == nil && n != p.storedLen(blen) {
+		err = fmt.Errorf("helper wrote %d bytes for %d: %w", n, p.storedLen(blen), omni.ErrCorrupt)
+	}
+	if err == nil {
+		err = p.decode(st.mem[:p.stage], blen)
 	}
 	if err != nil {
 		g.d.o.staging.put(st)
@@ -574,14 +634,19 @@ func (p *Plan) CSV(ctx context.Context) ([]byte, error) {
 	if p.CSVTooBig() {
 		return nil, fmt.Errorf("%s: %d bytes, more than %d to render as CSV: %w", p.v.Path, p.size, int64(MaxCSV), syscall.EFBIG)
 	}
+	t, err := p.CSVTable()
+	if err != nil {
+		return nil, err
+	}
 	raw, err := p.ReadAll(ctx)
 	if err != nil {
 		return nil, err
 	}
-	v := *p.v
-	v.DType = p.dtype
 	var b bytes.Buffer
-	if err := omni.WriteCSV(&b, &v, p.h, raw); err != nil {
+	if err := t.WriteHeader(&b); err != nil {
+		return nil, err
+	}
+	if err := t.WriteRows(&b, p.h, raw); err != nil {
 		return nil, err
 	}
 	p.csvSize.Store(int64(b.Len()))
@@ -598,6 +663,51 @@ func (p *Plan) CSVSize(ctx context.Context) (int64, error) {
 	b, err := p.CSV(ctx)
 	return int64(len(b)), err
 }
+
+// maxCoordElems bounds a coordinate read whole for the CSV columns;
+// past it the column holds indices.
+const maxCoordElems = 16 << 20
+
+// CSVTable is the CSV layout of the view: per axis the values of its
+// coordinate variable (decoded as the data is: ISO 8601 for CF times;
+// stored values for a raw plan), or indices where the axis has none.
+// Coordinates are read once per plan.
+func (p *Plan) CSVTable() (*omni.CSVTable, error) {
+	p.csvOnce.Do(func() { p.csv, p.csvErr = p.csvTable() })
+	return p.csv, p.csvErr
+}
+
+func (p *Plan) csvTable() (*omni.CSVTable, error) {
+	t := &omni.CSVTable{V: p.v, DType: p.dtype, Sel: p.h, Axes: make([][]string, len(p.shape))}
+	for i := range p.shape {
+		c, err := p.g.ds.Coord(p.v, i)
+		if err != nil || c.Path == p.v.Path || c.External || c.Len() > maxCoordElems {
+			continue // no coordinate (or the variable is its own): indices
+		}
+		raw, err := p.g.readCoord(c)
+		if err != nil {
+			return nil, fmt.Errorf("coordinate %s of %s: %w", c.Path, p.v.Path, err)
+		}
+		ct := c.DType
+		if dec := omni.DecodingOf(c); !p.raw && !dec.Identity() {
+			if raw, err = dec.Decode(raw); err != nil {
+				return nil, fmt.Errorf("coordinate %s of %s: %w", c.Path, p.v.Path, err)
+			}
+			ct = dec.Out
+		}
+		if t.Axes[i], err = omni.CoordStrings(ct, raw, p.h, i); err != nil {
+			return nil, fmt.Errorf("coordinate %s of %s: %w", c.Path, p.v.Path, err)
+		}
+	}
+	return t, nil
+}
+
+// Raw reports a plan serving the stored values (data.raw).
+func (p *Plan) Raw() bool { return p.raw }
+
+// Decoding is how the plan decodes the stored values (Identity for a
+// raw plan or a variable without CF decoding).
+func (p *Plan) Decoding() omni.Decoding { return p.dec }
 
 // CSVTooBig reports whether the selection is too large to render as CSV
 // (more than MaxCSV raw bytes).
