@@ -793,10 +793,10 @@ func readBytes(f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscal
 type dataKind int
 
 const (
-	dataRaw dataKind = iota // C order, native byte order
-	dataNPY                 // NumPy 1.0 header, then the raw bytes
-	dataCSV                 // omni.CSVTable, rendered at open
-	dataStored              // the stored values, undecoded (data.raw)
+	dataRaw    dataKind = iota // C order, native byte order
+	dataNPY                    // NumPy 1.0 header, then the raw bytes
+	dataCSV                    // omni.CSVTable, rendered at open
+	dataStored                 // the stored values, undecoded (data.raw)
 )
 
 // plan is the plan of the view the file renders.

@@ -67,7 +67,9 @@ type Decoding struct {
 }
 
 // Identity reports a decoding that changes nothing.
-func (d Decoding) Identity() bool { return d.Out == "" || d.Out == d.Raw && !d.masks() && !d.hasScale && !d.hasOffset && !d.time }
+func (d Decoding) Identity() bool {
+	return d.Out == "" || d.Out == d.Raw && !d.masks() && !d.hasScale && !d.hasOffset && !d.time
+}
 
 func (d Decoding) masks() bool { return len(d.fills) > 0 }
 

@@ -46,10 +46,10 @@ type Plan struct {
 	// masking, scaling, time); Identity for a raw plan (data.raw).
 	dec   omni.Decoding
 	raw   bool
-	shape []int64    // the selection's shape
-	size  int64      // raw bytes
-	hdr   []byte     // NumPy header; nil when NumPy has no dtype for it
-	mem   []byte     // variable-length strings: the whole selection, fixed width
+	shape []int64 // the selection's shape
+	size  int64   // raw bytes
+	hdr   []byte  // NumPy header; nil when NumPy has no dtype for it
+	mem   []byte  // variable-length strings: the whole selection, fixed width
 
 	axis                   int
 	row, run               int64 // bytes per index on axis; indices per block
