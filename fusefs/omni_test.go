@@ -208,6 +208,12 @@ with h5py.File(os.path.join(fx, "grid.h5")) as f:
         else:
             want = f[name][()]
         d = os.path.join(o, "grid.h5", name)
+        stored = want
+        if name == "temperature": # scale_factor 1.5, decoded as xarray does (in float32)
+            want = want * np.float64(1.5)
+            same(name + " data.raw", np.frombuffer(open(os.path.join(d, "data.raw"), "rb").read(), dtype="f4").reshape(want.shape), stored)
+        if name == "time": # CF time: datetime64[ns]
+            want = np.datetime64("2024-01-01", "ns") + (want * 86400e9).astype("i8").astype("m8[ns]")
         got = np.load(os.path.join(d, "data.npy"))
         same(name, got, want)
         same(name + " mmap", np.load(os.path.join(d, "data.npy"), mmap_mode="r"), want)
@@ -216,7 +222,7 @@ with h5py.File(os.path.join(fx, "grid.h5")) as f:
         assert json.load(open(os.path.join(d, "shape"))) == list(np.shape(want)), name
     labels = [s if isinstance(s, bytes) else s.encode() for s in f["labels"][()]]
     assert np.load(os.path.join(o, "grid.h5", "labels", "data.npy")).tolist() == labels
-    t = f["temperature"][()]
+    t = f["temperature"][()] * np.float64(1.5)
     for view, want in [("temperature[0:2,10:20,:]", t[0:2, 10:20, :]),
                        ("temperature[::2,3,5:25:3]", t[::2, 3:4, 5:25:3]),
                        ("temperature[-1]", t[-1:]),
@@ -236,6 +242,7 @@ with h5py.File(os.path.join(fx, "grid.h5")) as f:
     assert lines[0] == "lat" and len(lines) == 21 and float(lines[1]) == float(f["lat"][0]), lines[:3]
     lines = open(os.path.join(o, "grid.h5", "temperature[0:1,0:2,0:2]", "data.csv")).read().splitlines()
     assert lines[0] == "time,lat,lon,temperature" and len(lines) == 5, lines
+    assert lines[1].startswith("2024-01-01T00:00:00,-47.5,0,"), lines
 
 schema = json.load(open(os.path.join(o, "grid.h5", "schema.json")))
 assert schema["format"] == "hdf5" and any(v["name"] == "temperature" for v in schema["root"]["variables"])
@@ -244,6 +251,8 @@ nc = netCDF4.Dataset(os.path.join(fx, "climate.nc"))
 nc.set_auto_mask(False)
 for name in ["temperature", "time", "lat", "forecast/precip", "forecast/count"]:
     want = nc[name][:]
+    if name == "time": # CF time: datetime64[ns], as xarray decodes it
+        want = xr.open_dataset(os.path.join(fx, "climate.nc"))["time"].values
     same(name, np.load(os.path.join(o, "climate.nc", name, "data.npy")), want)
 view = "temperature@time=2024-01-01:2024-06-30,lat=-10:10"
 want = xr.open_dataset(os.path.join(fx, "climate.nc"), mask_and_scale=False)["temperature"].sel(
@@ -281,7 +290,7 @@ func TestOMNIViews(t *testing.T) {
 			}
 		}
 		got = readDirNames(t, filepath.Join(ov, "grid.h5", "temperature"))
-		if want := []string{"attrs", "data", "data.csv", "data.npy", "dims", "dtype", "shape"}; !slices.Equal(got, want) {
+		if want := []string{"attrs", "data", "data.csv", "data.npy", "data.raw", "dims", "dtype", "shape"}; !slices.Equal(got, want) {
 			t.Errorf("ls temperature = %v, want %v", got, want)
 		}
 		got = readDirNames(t, filepath.Join(ov, "grid.h5", "entry", "instrument", "detector"))
@@ -569,7 +578,7 @@ o = os.path.join(mnt, ".omni", "data")
 jobs = []
 if which == "h5":
     with h5py.File(os.path.join(fx, "grid.h5")) as f:
-        t = f["temperature"][()]
+        t = f["temperature"][()] * np.float64(1.5) # scale_factor, decoded
         c = f["entry/instrument/detector/counts"][()]
         jobs += [("grid.h5", "temperature", t), ("grid.h5", "entry/instrument/detector/counts", c)]
         jobs += [("grid.h5", "temperature[%d]" % i, t[i:i+1]) for i in range(t.shape[0])]
