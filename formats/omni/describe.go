@@ -78,6 +78,9 @@ func (p *printer) variable(v *Variable, ind string) {
 		extra += " filters=" + strings.Join(v.Filters, ",")
 	}
 	p.printf("%s%s %s(%s)%s\n", ind, v.DType, v.Name, strings.Join(axes, ", "), extra)
+	if d := DecodingOf(v); !d.Identity() {
+		p.printf("%s    decoded: %s\n", ind, d)
+	}
 	p.attrs(v.Attrs, ind+"    ")
 }
 
