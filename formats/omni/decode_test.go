@@ -10,7 +10,9 @@ import (
 // (maybe_promote for masked integers, _choose_float_dtype for packed
 // values, datetime64[ns] for standard-calendar CF times).
 func TestDecodingTypes(t *testing.T) {
-	f32 := func(name string, x float64) Attribute { return Attribute{Name: name, Type: Float32, Value: []float64{x}} }
+	f32 := func(name string, x float64) Attribute {
+		return Attribute{Name: name, Type: Float32, Value: []float64{x}}
+	}
 	i := func(name string, x int64) Attribute { return IntAttr(name, x) }
 	cases := []struct {
 		name  string
