@@ -157,9 +157,15 @@ func ownerTimes(st *unix.Stat_t, a *fuse.Attr) {
 	a.Atime, a.Atimensec = uint64(st.Atim.Sec), uint32(st.Atim.Nsec)
 }
 
+// maxComponent is the longest name a path component may have (NAME_MAX).
+const maxComponent = 255
+
 func dirEntries(names []string, dirs map[string]bool) fs.DirStream {
 	out := make([]fuse.DirEntry, 0, len(names))
 	for _, n := range names {
+		if len(n) > maxComponent {
+			continue // no path component (describe and query name it)
+		}
 		mode := uint32(syscall.S_IFREG)
 		if dirs[n] {
 			mode = syscall.S_IFDIR

@@ -319,3 +319,36 @@ print("ok")
 		t.Errorf("step csv %q", b)
 	}
 }
+
+// TestDescribeNames: describe shows an escaped name (omni.EscapeName)
+// beside its stored form, and query reads the variable under it.
+func TestDescribeNames(t *testing.T) {
+	omniFixtures(t) // skips without python3-h5py
+	src := filepath.Join(t.TempDir(), "names.h5")
+	mk := `import sys, numpy as np, h5py
+f = h5py.File(sys.argv[1], "w")
+for n in [b"..", b"\xff\xfe", b"attrs", b"a[b]"]:
+    h5py.h5d.create(f.id, n, h5py.h5t.NATIVE_INT32, h5py.h5s.create_simple((2,))).write(h5py.h5s.ALL, h5py.h5s.ALL, np.array([1, 2], "i4"))
+f.close()
+`
+	if out, err := exec.Command("/usr/bin/python3", "-c", mk, src).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	out, err := omniRun(t, "describe", src)
+	if err != nil {
+		t.Fatalf("describe: %v\n%s", err, out)
+	}
+	for _, want := range []string{`int32 %2E%2E(phony_dim_0=2) (stored as "..")`, `%FF%FE(phony_dim_0=2) (stored as "\xff\xfe")`,
+		`%61ttrs(phony_dim_0=2) (stored as "attrs")`, `a%5Bb%5D(phony_dim_0=2) (stored as "a[b]")`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe lacks %s:\n%s", want, out)
+		}
+	}
+	csv := filepath.Join(t.TempDir(), "q.csv")
+	if msg, err := omniRun(t, "query", src, "--var", "a%5Bb%5D", "--out", csv); err != nil {
+		t.Fatalf("query: %v\n%s", err, msg)
+	}
+	if b, _ := os.ReadFile(csv); string(b) != "a%5Bb%5D\n1\n2\n" {
+		t.Errorf("query csv %q", b)
+	}
+}

@@ -700,7 +700,10 @@ func (f *File) refLocked(p string, h omni.Hyperslab) (*varRef, error) {
 	if f.fid <= 0 {
 		return nil, fmt.Errorf("%s: file closed: %w", p, omni.ErrInvalid)
 	}
-	r := f.vars[path.Clean("/"+p)]
+	r := f.vars[p] // exact first: a stored name may be ".." (omni.EscapeName)
+	if r == nil {
+		r = f.vars[path.Clean("/"+p)]
+	}
 	if r == nil {
 		return nil, fmt.Errorf("variable %s: %w", p, omni.ErrNotFound)
 	}

@@ -366,7 +366,10 @@ func (f *File) refLocked(p string, h omni.Hyperslab) (varRef, error) {
 	if f.ncid < 0 {
 		return varRef{}, fmt.Errorf("%s: file closed: %w", p, omni.ErrInvalid)
 	}
-	r, ok := f.vars[path.Clean("/"+p)]
+	r, ok := f.vars[p] // exact first: a stored name may be ".." (omni.EscapeName)
+	if !ok {
+		r, ok = f.vars[path.Clean("/"+p)]
+	}
 	if !ok {
 		return varRef{}, fmt.Errorf("variable %s: %w", p, omni.ErrNotFound)
 	}

@@ -3,6 +3,7 @@ package omni
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -28,10 +29,10 @@ func (p *printer) printf(format string, args ...any) {
 }
 
 func (p *printer) group(g *Group, ind string) {
-	title := "group " + g.Path
+	title := "group " + g.Path + storedAs(g.Name)
 	switch {
 	case g.Compound:
-		title = "compound " + g.Path
+		title = "compound " + g.Path + storedAs(g.Name)
 	case g.NXClass != "":
 		title += " (" + g.NXClass + ")"
 	}
@@ -58,6 +59,15 @@ func (p *printer) group(g *Group, ind string) {
 	}
 }
 
+// storedAs names the stored form of an escaped name (EscapeName), ""
+// when the name is stored as it is.
+func storedAs(name string) string {
+	if s := StoredName(name); s != name {
+		return " (stored as " + strconv.Quote(s) + ")"
+	}
+	return ""
+}
+
 func dimSize(d *Dimension) string {
 	if d.Unlimited {
 		return fmt.Sprintf("UNLIMITED ; // (%d currently)", d.Size)
@@ -77,7 +87,7 @@ func (p *printer) variable(v *Variable, ind string) {
 	if len(v.Filters) > 0 {
 		extra += " filters=" + strings.Join(v.Filters, ",")
 	}
-	p.printf("%s%s %s(%s)%s\n", ind, v.DType, v.Name, strings.Join(axes, ", "), extra)
+	p.printf("%s%s %s(%s)%s%s\n", ind, v.DType, v.Name, strings.Join(axes, ", "), extra, storedAs(v.Name))
 	if d := DecodingOf(v); !d.Identity() {
 		p.printf("%s    decoded: %s\n", ind, d)
 	}
@@ -90,6 +100,6 @@ func (p *printer) attrs(attrs []Attribute, ind string) {
 		if a.Type.IsString() {
 			val = fmt.Sprintf("%q", val)
 		}
-		p.printf("%s:%s = %s (%s)\n", ind, a.Name, truncate(val, 200), a.Type)
+		p.printf("%s:%s = %s (%s)%s\n", ind, a.Name, truncate(val, 200), a.Type, storedAs(a.Name))
 	}
 }

@@ -178,13 +178,19 @@ func readHead(path string) ([]byte, error) {
 	return head[:n], nil
 }
 
-// OpenFile detects the format of path and opens it.
+// OpenFile detects the format of path and opens it. The reader shows
+// the names the file stores escaped (EscapeName): any name is a path
+// component.
 func OpenFile(path string) (Reader, error) {
 	d, err := Detect(path)
 	if err != nil {
 		return nil, err
 	}
-	return d.Open(path)
+	r, err := d.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return EscapedReader(r), nil
 }
 
 // HDF5Signature starts every HDF5 file (at 0, 512, 1024, … with a user block).

@@ -117,6 +117,11 @@ func (v *Variable) validate() error {
 	return nil
 }
 
+// maxNameBytes bounds a name in a schema. Names past 255 bytes are
+// valid in the model (describe, query) but no path component: the
+// views do not list them.
+const maxNameBytes = 64 << 10
+
 func validName(s string) bool {
-	return s != "" && s != "." && s != ".." && len(s) <= 1024 && path.Base(s) == s && s != "/"
+	return s != "" && s != "." && s != ".." && len(s) <= maxNameBytes && path.Base(s) == s && s != "/"
 }

@@ -27,7 +27,6 @@ import (
 	"os"
 	"path"
 	"slices"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -86,8 +85,8 @@ func Open(p string) (*Table, error) {
 	n := tbl.NumRows()
 	t.ds.Root.AddDim(&omni.Dimension{Name: RowDim, Size: n})
 	for i, f := range tbl.Schema().Fields() {
-		if f.Name == "" || strings.Contains(f.Name, "/") || t.cols["/"+f.Name] != nil {
-			continue
+		if t.cols["/"+f.Name] != nil {
+			continue // a second column of the same name (any name is kept: omni.EscapeName)
 		}
 		c, err := convert(f, tbl.Column(i).Data(), n)
 		if err != nil {
@@ -377,7 +376,10 @@ func (t *Table) Dataset() *omni.Dataset { return t.ds }
 func (t *Table) Close() error { return nil }
 
 func (t *Table) col(p string, h omni.Hyperslab) (*column, error) {
-	c := t.cols[path.Clean("/"+p)]
+	c := t.cols[p] // exact first: a column may be called ".." or "a/b" (omni.EscapeName)
+	if c == nil {
+		c = t.cols[path.Clean("/"+p)]
+	}
 	if c == nil {
 		return nil, fmt.Errorf("column %s: %w", p, omni.ErrNotFound)
 	}

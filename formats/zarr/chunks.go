@@ -136,7 +136,10 @@ func swapBytes(b []byte, size int) {
 
 // ReadInto reads the selection h of a variable into dst, chunk by chunk.
 func (s *Store) ReadInto(p string, h omni.Hyperslab, dst []byte) error {
-	a := s.arrays[path.Clean("/"+p)]
+	a := s.arrays[p] // exact first (omni.EscapeName)
+	if a == nil {
+		a = s.arrays[path.Clean("/"+p)]
+	}
 	if a == nil {
 		return fmt.Errorf("variable %s: %w", p, omni.ErrNotFound)
 	}
