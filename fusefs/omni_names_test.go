@@ -98,3 +98,45 @@ func TestOMNINames(t *testing.T) {
 		t.Fatalf("views against h5py: %v\n%s", err, out)
 	}
 }
+
+// TestOMNIBigAttrs: attributes past what the views hold in memory (more
+// than 2^20 elements, or more than 1 MiB) are listed, never dropped:
+// attrs/<name> says so and attrs/<name>.npy reads the values on demand,
+// equal to h5py's (flattened).
+func TestOMNIBigAttrs(t *testing.T) {
+	py := omniPython(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "big.h5")
+	mk := `import sys, numpy as np, h5py
+with h5py.File(sys.argv[1], "w", libver="latest") as f: # dense attribute storage
+    d = f.create_dataset("v", data=np.arange(4, dtype="f4"))
+    d.attrs.create("huge", np.arange((1 << 20) + 5, dtype="f8") * 0.5)
+    f.attrs.create("wide", np.arange(300000, dtype="i4").reshape(600, 500))
+    f.attrs["small"] = np.int16(3)
+`
+	if out, err := exec.Command(py, "-c", mk, src).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	om := newOMNIMount(t)
+	copyIn(t, src, filepath.Join(om.dir, "data", "big.h5"))
+	ov := filepath.Join(om.dir, ".omni", "data", "big.h5")
+	check := `import os, sys, numpy as np, h5py
+o, src = sys.argv[1], sys.argv[2]
+f = h5py.File(src)
+va = os.path.join(o, "v", "attrs")
+assert sorted(os.listdir(va)) == ["huge", "huge.npy"], os.listdir(va)
+assert "read lazily from huge.npy" in open(os.path.join(va, "huge")).read()
+got = np.load(os.path.join(va, "huge.npy"))
+assert got.dtype == np.float64 and np.array_equal(got, f["v"].attrs["huge"]), got[:4]
+assert os.path.getsize(os.path.join(va, "huge.npy")) == 128 + 8 * ((1 << 20) + 5)
+ga = os.path.join(o, "attrs")
+assert sorted(os.listdir(ga)) == ["small", "wide", "wide.npy"], os.listdir(ga)
+got = np.load(os.path.join(ga, "wide.npy"))
+assert got.dtype == np.int32 and np.array_equal(got, f.attrs["wide"].ravel())
+assert open(os.path.join(ga, "small")).read() == "3\n"
+print("ok")
+`
+	if out, err := exec.Command(py, "-c", check, ov, src).CombinedOutput(); err != nil {
+		t.Fatalf("views against h5py: %v\n%s", err, out)
+	}
+}

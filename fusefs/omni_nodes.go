@@ -689,15 +689,39 @@ func (a *omniAttrs) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	for _, at := range attrs {
 		if attrFileName(at.Name) {
 			names = append(names, at.Name)
+			if at.Elems > 0 {
+				names = append(names, at.Name+lazyAttrExt)
+			}
 		}
 	}
 	return dirEntries(names, nil), 0
+}
+
+// lazyAttrExt names the NumPy file of an attribute whose value the
+// dataset omitted (too large to hold in memory): read on demand.
+const lazyAttrExt = ".npy"
+
+// attrObject is the model path of the object whose attributes a shows.
+func (a *omniAttrs) attrObject(gen *view.Generation) (string, error) {
+	if a.view == "" {
+		return a.group, nil
+	}
+	p, err := gen.Plan(a.group, a.view)
+	if err != nil {
+		return "", err
+	}
+	return p.Variable().Path, nil
 }
 
 func (a *omniAttrs) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	attrs, err := currentAttrs(a.d, a.group, a.view)
 	if err != nil {
 		return nil, omniErrno(err)
+	}
+	if base, ok := strings.CutSuffix(name, lazyAttrExt); ok {
+		if at, ok := omni.Attr(attrs, base); ok && at.Elems > 0 {
+			return a.entry(ctx, a.child(ctx, name, &omniAttrData{omniBase{o: a.o}, a, base}, false), out)
+		}
 	}
 	if _, ok := omni.Attr(attrs, name); !ok || !attrFileName(name) {
 		return nil, syscall.ENOENT
@@ -907,4 +931,62 @@ func (d *omniData) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 		return nil, omniErrno(err)
 	}
 	return fuse.ReadResultData(dest[:n+m]), 0
+}
+
+// omniAttrData is attrs/<name>.npy of an attribute the dataset omitted:
+// its values as NumPy, read on demand through a helper (view.AttrPlan).
+type omniAttrData struct {
+	omniBase
+	a    *omniAttrs
+	name string
+}
+
+var (
+	_ fs.NodeGetattrer = (*omniAttrData)(nil)
+	_ fs.NodeOpener    = (*omniAttrData)(nil)
+	_ fs.NodeReader    = (*omniAttrData)(nil)
+)
+
+func (d *omniAttrData) omniKey() string { return "A:" + d.a.omniKey() + "\x00" + d.name }
+
+func (d *omniAttrData) plan() (*view.Plan, error) {
+	gen, err := d.a.d.Current()
+	if err != nil {
+		return nil, err
+	}
+	obj, err := d.a.attrObject(gen)
+	if err != nil {
+		return nil, err
+	}
+	return gen.AttrPlan(obj, d.name)
+}
+
+func (d *omniAttrData) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	p, err := d.plan()
+	if h, ok := f.(*omniDataHandle); ok {
+		p, err = h.p, nil
+	}
+	if err != nil {
+		return omniErrno(err)
+	}
+	fileAttr(p.Generation().Stat(), int64(len(p.NPYHeader()))+p.Size(), &out.Attr)
+	return 0
+}
+
+func (d *omniAttrData) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if !readOnly(flags) {
+		return nil, 0, syscall.EROFS
+	}
+	p, err := d.plan()
+	if err != nil {
+		return nil, 0, omniErrno(err)
+	}
+	if p.NPYHeader() == nil {
+		return nil, 0, syscall.EIO
+	}
+	return &omniDataHandle{p: p, hdr: p.NPYHeader(), c: view.NewCursor()}, 0, 0
+}
+
+func (d *omniAttrData) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return (&omniData{}).Read(ctx, f, dest, off)
 }

@@ -637,10 +637,14 @@ func (w *walker) declareScale(sc *scale, size int64, unl bool) string {
 	return name
 }
 
-// ReadInto reads the selection h of a fixed-size variable into dst.
+// ReadInto reads the selection h of a fixed-size variable into dst, or of
+// an attribute's value flattened (omni.ReaderAttrPath).
 func (f *File) ReadInto(p string, h omni.Hyperslab, dst []byte) error {
 	mu.Lock()
 	defer mu.Unlock()
+	if obj, name, ok := omni.SplitReaderAttrPath(p); ok {
+		return f.readAttrLocked(obj, name, h, dst)
+	}
 	r, err := f.refLocked(p, h)
 	if err != nil {
 		return err
@@ -842,7 +846,7 @@ func readAttr(aid C.hid_t) (omni.Attribute, bool, error) {
 		return omni.Attribute{}, false, nil
 	}
 	npts := int64(C.H5Sget_simple_extent_npoints(sid))
-	if npts <= 0 || npts > maxAttrElems || C.H5Sget_simple_extent_type(sid) == C.H5S_NULL {
+	if npts <= 0 || C.H5Sget_simple_extent_type(sid) == C.H5S_NULL {
 		return omni.Attribute{}, false, nil
 	}
 	t, ok := elemType(tid)
@@ -850,12 +854,14 @@ func readAttr(aid C.hid_t) (omni.Attribute, bool, error) {
 		return omni.Attribute{}, false, nil
 	}
 	a := omni.Attribute{Name: name, Type: t}
-	if n := npts * int64(t.Size()); t != omni.String && n > omni.MaxAttrBytes {
-		// Not read: the views would leave it out anyway (omni.CapAttrs).
+	if n := npts * int64(max(t.Size(), 1)); npts > maxAttrElems || t != omni.String && n > omni.MaxAttrBytes {
+		// Not read now: the views hold no value this large in memory
+		// (omni.CapAttrs). A numeric one is read on demand (omni.AttrVar:
+		// ReadInto of omni.ReaderAttrPath), flattened in C order.
 		a.Type = stringIfFixed(t)
 		a.Value, a.Omitted = []string{}, n
 		if !a.Type.IsString() {
-			a.Value = nil
+			a.Value, a.Elems = nil, npts
 		}
 		return a, true, nil
 	}
@@ -1007,3 +1013,66 @@ func rawAttrString(loc C.hid_t, name string) string {
 }
 
 var _ = math.NaN
+
+// maxLazyAttrElems bounds an attribute read on demand: the helper reads
+// it whole for each request (libhdf5 reads no part of an attribute).
+const maxLazyAttrElems = 1 << 28
+
+// readAttrLocked reads the selection h of the value of attribute name of
+// the object at path obj (a variable's model path or a group's),
+// flattened in C order, into dst.
+func (f *File) readAttrLocked(obj, name string, h omni.Hyperslab, dst []byte) error {
+	if f.fid <= 0 {
+		return fmt.Errorf("%s: file closed: %w", obj, omni.ErrInvalid)
+	}
+	loc := obj
+	if r := f.vars[obj]; r != nil {
+		if r.field != "" {
+			return fmt.Errorf("attribute %s of compound field %s: %w", name, obj, omni.ErrNotFound)
+		}
+		loc = r.obj
+	}
+	co, cn := cstr(loc), cstr(name)
+	defer free(unsafe.Pointer(co))
+	defer free(unsafe.Pointer(cn))
+	if C.H5Aexists_by_name(f.fid, co, cn, C.iw5_p_default()) <= 0 {
+		return fmt.Errorf("attribute %s of %s: %w", name, obj, omni.ErrNotFound)
+	}
+	aid := C.H5Aopen_by_name(f.fid, co, cn, C.iw5_p_default(), C.iw5_p_default())
+	if aid < 0 {
+		return h5err("open attribute " + name + " of " + loc)
+	}
+	defer C.H5Aclose(aid)
+	tid, sid := C.H5Aget_type(aid), C.H5Aget_space(aid)
+	defer C.H5Tclose(tid)
+	defer C.H5Sclose(sid)
+	t, ok := elemType(tid)
+	npts := int64(C.H5Sget_simple_extent_npoints(sid))
+	if !ok || t.IsString() || npts <= 0 {
+		return fmt.Errorf("attribute %s of %s: no numeric value: %w", name, obj, omni.ErrNotSupported)
+	}
+	if npts > maxLazyAttrElems {
+		return fmt.Errorf("attribute %s of %s: %d values, more than %d: %w", name, obj, npts, maxLazyAttrElems, omni.ErrNotSupported)
+	}
+	if err := h.Check([]int64{npts}); err != nil {
+		return fmt.Errorf("attribute %s of %s: %w", name, obj, err)
+	}
+	size := int64(t.Size())
+	if int64(len(dst)) != h.Bytes(t) {
+		return fmt.Errorf("attribute %s: buffer of %d bytes for %d: %w", name, len(dst), h.Bytes(t), omni.ErrInvalid)
+	}
+	mt := memType(tid, t)
+	defer C.H5Tclose(mt)
+	if int64(C.H5Tget_size(mt)) != size {
+		return fmt.Errorf("attribute %s: native size for %s: %w", name, t, omni.ErrNotSupported)
+	}
+	buf := make([]byte, npts*size)
+	if C.H5Aread(aid, mt, unsafe.Pointer(&buf[0])) < 0 {
+		return h5err("read attribute " + name)
+	}
+	for k := int64(0); k < h.Count[0]; k++ {
+		i := h.Start[0] + k*h.StrideAt(0)
+		copy(dst[k*size:(k+1)*size], buf[i*size:(i+1)*size])
+	}
+	return nil
+}

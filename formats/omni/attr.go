@@ -19,6 +19,9 @@ type Attribute struct {
 	// Omitted, when not 0, is the size of a value left out (Value is
 	// empty) because it was larger than the views hold (CapAttrs).
 	Omitted int64
+	// Elems is the number of elements of an omitted numeric value: such
+	// a value is read on demand as the 1-D variable AttrVar names.
+	Elems int64
 }
 
 // Bounds of CapAttrs: the daemon holds every attribute of every dataset
@@ -37,6 +40,9 @@ func CapAttrs(ds *Dataset) {
 		for i := range as {
 			n := as[i].valueBytes()
 			if n > MaxAttrBytes || total+n > MaxDatasetAttrBytes {
+				if !as[i].Type.IsString() {
+					as[i].Elems = int64(as[i].Len())
+				}
 				as[i].Value, as[i].Omitted = emptyValue(as[i].Type), max(n, 1)
 				continue
 			}
@@ -108,6 +114,9 @@ func (a Attribute) Len() int {
 // String renders the value: strings joined by newlines, numbers by ", ";
 // an omitted value says so.
 func (a Attribute) String() string {
+	if a.Omitted > 0 && a.Elems > 0 {
+		return fmt.Sprintf("(%d values of %s, %d bytes: more than the views hold in memory (%d bytes); read lazily from %s.npy beside this file)", a.Elems, a.Type, a.Omitted, MaxAttrBytes, a.Name)
+	}
 	if a.Omitted > 0 {
 		return fmt.Sprintf("(value of %d bytes omitted: attributes larger than %d bytes are not held by the views)", a.Omitted, MaxAttrBytes)
 	}
@@ -166,6 +175,7 @@ type attrJSON struct {
 	Type    DType           `json:"type"`
 	Value   json.RawMessage `json:"value"`
 	Omitted int64           `json:"omitted,omitempty"`
+	Elems   int64           `json:"elems,omitempty"`
 }
 
 // MarshalJSON writes {"name","type","value":[...]}; non-finite floats are
@@ -183,7 +193,7 @@ func (a Attribute) MarshalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(attrJSON{Name: a.Name, Type: a.Type, Value: raw, Omitted: a.Omitted})
+	return json.Marshal(attrJSON{Name: a.Name, Type: a.Type, Value: raw, Omitted: a.Omitted, Elems: a.Elems})
 }
 
 func jsonFloat(x float64) any {
@@ -228,7 +238,10 @@ func (a *Attribute) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("attribute %q: %w: %v", j.Name, ErrInvalid, err)
 	}
-	*a = Attribute{Name: j.Name, Type: j.Type, Value: val, Omitted: j.Omitted}
+	if j.Elems < 0 || j.Elems > 0 && (j.Type.IsString() || j.Omitted == 0 || j.Elems > MaxVariableBytes/int64(j.Type.Size())) {
+		return fmt.Errorf("attribute %q: %d omitted elements: %w", j.Name, j.Elems, ErrInvalid)
+	}
+	*a = Attribute{Name: j.Name, Type: j.Type, Value: val, Omitted: j.Omitted, Elems: j.Elems}
 	return nil
 }
 

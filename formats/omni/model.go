@@ -212,8 +212,14 @@ func (ds *Dataset) Group(p string) (*Group, error) {
 	return g, nil
 }
 
-// Var returns the variable at path p ("temperature" is "/temperature").
+// Var returns the variable at path p ("temperature" is "/temperature"),
+// or the variable of an omitted attribute's value (AttrVar).
 func (ds *Dataset) Var(p string) (*Variable, error) {
+	if strings.Contains(p, attrSep) {
+		if v, ok := ds.attrVar(p); ok {
+			return v, nil
+		}
+	}
 	p = cleanPath(p)
 	dir, name := path.Split(p)
 	g, err := ds.Group(dir)

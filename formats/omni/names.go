@@ -179,7 +179,11 @@ func escapeGroup(g *Group, p string, paths, byRaw map[string]string) *Group {
 		c.Variables = append(c.Variables, &nv)
 	}
 	for _, sub := range g.Groups {
-		c.Groups = append(c.Groups, escapeGroup(sub, JoinPath(p, EscapeName(sub.Name)), paths, byRaw))
+		sp := JoinPath(p, EscapeName(sub.Name))
+		if sp != sub.Path {
+			paths[sp] = sub.Path
+		}
+		c.Groups = append(c.Groups, escapeGroup(sub, sp, paths, byRaw))
 	}
 	return c
 }
@@ -195,6 +199,12 @@ type escapedReader struct {
 func (r *escapedReader) Dataset() *Dataset { return r.ds }
 
 func (r *escapedReader) path(p string) string {
+	if obj, name, ok := splitAttrPath(p); ok {
+		if q, ok := r.paths[obj]; ok {
+			obj = q
+		}
+		return ReaderAttrPath(obj, StoredName(name))
+	}
 	if q, ok := r.paths[p]; ok {
 		return q
 	}
@@ -212,9 +222,67 @@ func (r *escapedReader) ReadStrings(p string, h Hyperslab) ([]string, error) {
 // EscapedReader returns r showing escaped names (r itself when no name
 // needs escaping).
 func EscapedReader(r Reader) Reader {
+	// Always wrapped: attributes omitted later (CapAttrs) are read
+	// through the path translation too.
 	ds, paths := escapeNames(r.Dataset())
-	if paths == nil && ds == r.Dataset() {
-		return r
-	}
 	return &escapedReader{Reader: r, ds: ds, paths: paths}
+}
+
+// attrSep joins an object's model path and an attribute's name in the
+// path of the variable AttrVar makes: escaped names never hold '@'.
+const attrSep = "/@"
+
+// AttrVar returns the 1-D variable through which the omitted value of
+// attribute name of the object (group or variable) at model path obj is
+// read: path obj + "/@" + name, one dimension of a.Elems elements.
+// Readers read it like any variable; Var resolves such paths.
+func AttrVar(obj string, a Attribute) *Variable {
+	p := strings.TrimSuffix(obj, "/") + attrSep + a.Name
+	return &Variable{Name: "@" + a.Name, Path: p, DType: a.Type, Shape: []int64{a.Elems}, Dims: []string{"@" + a.Name}}
+}
+
+// splitAttrPath splits an AttrVar path into the object's path and the
+// attribute's name.
+func splitAttrPath(p string) (obj, name string, ok bool) {
+	i := strings.LastIndex(p, attrSep)
+	if i < 0 || strings.Contains(p[i+len(attrSep):], "/") {
+		return "", "", false
+	}
+	obj = p[:i]
+	if obj == "" {
+		obj = "/"
+	}
+	return obj, p[i+len(attrSep):], true
+}
+
+// ReaderAttrPath is how a Reader is asked for an omitted attribute's
+// value: ReadInto of the object's stored path, NUL, the attribute's
+// stored name (NUL is in no stored name a format allows). Readers that
+// hold no omitted attributes need not know it.
+func ReaderAttrPath(obj, name string) string { return obj + "\x00" + name }
+
+// SplitReaderAttrPath is the inverse of ReaderAttrPath.
+func SplitReaderAttrPath(p string) (obj, name string, ok bool) {
+	return strings.Cut(p, "\x00")
+}
+
+// attrVar resolves an AttrVar path in ds.
+func (ds *Dataset) attrVar(p string) (*Variable, bool) {
+	obj, name, ok := splitAttrPath(p)
+	if !ok {
+		return nil, false
+	}
+	var attrs []Attribute
+	if g, err := ds.Group(obj); err == nil {
+		attrs = g.Attrs
+	} else if v, err := ds.Var(obj); err == nil {
+		attrs = v.Attrs
+	} else {
+		return nil, false
+	}
+	a, ok := Attr(attrs, name)
+	if !ok || a.Elems <= 0 || a.Type.IsString() {
+		return nil, false
+	}
+	return AttrVar(obj, a), true
 }

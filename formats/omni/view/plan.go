@@ -93,17 +93,39 @@ func (g *Generation) plan(group, name string, raw bool) (*Plan, error) {
 	if raw {
 		key += "\x00raw"
 	}
+	return g.cachedPlan(key, raw, func() (*omni.Variable, omni.Hyperslab, error) {
+		view, err := omni.ParseView(name)
+		if err != nil {
+			return nil, omni.Hyperslab{}, err
+		}
+		return g.ds.Resolve(group, view, g.readCoord)
+	})
+}
+
+// AttrPlan is the plan of the value of attribute name of the object at
+// model path obj when the dataset omitted it (too large to hold: its
+// omni.Attribute has Elems): its stored values, flattened, read on demand
+// like a variable's (omni.AttrVar).
+func (g *Generation) AttrPlan(obj, name string) (*Plan, error) {
+	return g.cachedPlan("attr\x00"+obj+"\x00"+name, true, func() (*omni.Variable, omni.Hyperslab, error) {
+		v, err := g.ds.Var(omni.AttrVar(obj, omni.Attribute{Name: name}).Path)
+		if err != nil {
+			return nil, omni.Hyperslab{}, err
+		}
+		return v, omni.All(v.Shape), nil
+	})
+}
+
+// cachedPlan returns the plan cached under key, else resolves and lays
+// out a new one (and caches it while there is room).
+func (g *Generation) cachedPlan(key string, raw bool, resolve func() (*omni.Variable, omni.Hyperslab, error)) (*Plan, error) {
 	g.mu.Lock()
 	p := g.plans[key]
 	g.mu.Unlock()
 	if p != nil {
 		return p, nil
 	}
-	view, err := omni.ParseView(name)
-	if err != nil {
-		return nil, err
-	}
-	v, h, err := g.ds.Resolve(group, view, g.readCoord)
+	v, h, err := resolve()
 	if err != nil {
 		return nil, err
 	}
