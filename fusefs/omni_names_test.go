@@ -106,19 +106,25 @@ func TestOMNINames(t *testing.T) {
 func TestOMNIBigAttrs(t *testing.T) {
 	py := omniPython(t)
 	dir := t.TempDir()
-	src := filepath.Join(dir, "big.h5")
+	src, nc := filepath.Join(dir, "big.h5"), filepath.Join(dir, "big.nc")
 	mk := `import sys, numpy as np, h5py
 with h5py.File(sys.argv[1], "w", libver="latest") as f: # dense attribute storage
     d = f.create_dataset("v", data=np.arange(4, dtype="f4"))
     d.attrs.create("huge", np.arange((1 << 20) + 5, dtype="f8") * 0.5)
     f.attrs.create("wide", np.arange(300000, dtype="i4").reshape(600, 500))
     f.attrs["small"] = np.int16(3)
+import netCDF4
+d = netCDF4.Dataset(sys.argv[2], "w")
+d.createDimension("x", 3)
+d.createVariable("v", "f4", ("x",)).setncattr("huge", np.arange((1 << 20) + 3, dtype="i2"))
+d.close()
 `
-	if out, err := exec.Command(py, "-c", mk, src).CombinedOutput(); err != nil {
+	if out, err := exec.Command(py, "-c", mk, src, nc).CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	om := newOMNIMount(t)
 	copyIn(t, src, filepath.Join(om.dir, "data", "big.h5"))
+	copyIn(t, nc, filepath.Join(om.dir, "data", "big.nc"))
 	ov := filepath.Join(om.dir, ".omni", "data", "big.h5")
 	check := `import os, sys, numpy as np, h5py
 o, src = sys.argv[1], sys.argv[2]
@@ -134,6 +140,8 @@ assert sorted(os.listdir(ga)) == ["small", "wide", "wide.npy"], os.listdir(ga)
 got = np.load(os.path.join(ga, "wide.npy"))
 assert got.dtype == np.int32 and np.array_equal(got, f.attrs["wide"].ravel())
 assert open(os.path.join(ga, "small")).read() == "3\n"
+got = np.load(os.path.join(o, "..", "big.nc", "v", "attrs", "huge.npy"))
+assert got.dtype == np.int16 and np.array_equal(got, np.arange((1 << 20) + 3, dtype="i2"))
 print("ok")
 `
 	if out, err := exec.Command(py, "-c", check, ov, src).CombinedOutput(); err != nil {

@@ -87,6 +87,8 @@ type File struct {
 	ncid C.int
 	ds   *omni.Dataset
 	vars map[string]varRef
+	// groups are the ids of the groups by path (attributes read on demand).
+	groups map[string]C.int
 }
 
 type varRef struct {
@@ -109,7 +111,7 @@ func Open(p string) (*File, error) {
 	}
 	var fmtc C.int
 	C.nc_inq_format(ncid, &fmtc)
-	f := &File{ncid: ncid, ds: omni.NewDataset(p, formats[fmtc]), vars: map[string]varRef{}}
+	f := &File{ncid: ncid, ds: omni.NewDataset(p, formats[fmtc]), vars: map[string]varRef{}, groups: map[string]C.int{}}
 	if err := f.group(ncid, f.ds.Root, 0); err != nil {
 		C.nc_close(ncid)
 		return nil, fmt.Errorf("%s: %w", p, err)
@@ -144,6 +146,7 @@ func (f *File) group(gid C.int, g *omni.Group, depth int) error {
 	if depth > maxDepth {
 		return fmt.Errorf("groups nested deeper than %d: %w", maxDepth, omni.ErrCorrupt)
 	}
+	f.groups[g.Path] = gid
 	var err error
 	if g.Attrs, err = readAttrs(gid, C.NC_GLOBAL); err != nil {
 		return fmt.Errorf("attributes of %s: %w", g.Path, err)
@@ -311,10 +314,21 @@ func readAttr(gid, varid C.int, nm string) (omni.Attribute, bool, error) {
 		return omni.Attribute{}, false, err
 	}
 	t, ok := typeOf[xtype]
-	if !ok || ln > maxAttrElems {
+	if !ok {
 		return omni.Attribute{}, false, nil
 	}
 	a := omni.Attribute{Name: nm, Type: t}
+	if n := int64(ln) * int64(max(t.Size(), 1)); ln > maxAttrElems || xtype != C.NC_CHAR && xtype != C.NC_STRING && n > omni.MaxAttrBytes {
+		// Not read now: too large to hold (omni.CapAttrs); a numeric
+		// value is read on demand (omni.AttrVar), a text one is named.
+		a.Omitted, a.Value = n, []string{}
+		if xtype == C.NC_CHAR || xtype == C.NC_STRING {
+			a.Type = omni.String
+		} else {
+			a.Elems, a.Value = int64(ln), nil
+		}
+		return a, true, nil
+	}
 	var rc C.int
 	switch {
 	case xtype == C.NC_CHAR:
@@ -393,10 +407,14 @@ func cslab(h omni.Hyperslab) slab {
 	return s
 }
 
-// ReadInto reads the selection h of a fixed-size variable into dst.
+// ReadInto reads the selection h of a fixed-size variable into dst, or of
+// an attribute's value (omni.ReaderAttrPath).
 func (f *File) ReadInto(p string, h omni.Hyperslab, dst []byte) error {
 	mu.Lock()
 	defer mu.Unlock()
+	if obj, name, ok := omni.SplitReaderAttrPath(p); ok {
+		return f.readAttrLocked(obj, name, h, dst)
+	}
 	r, err := f.refLocked(p, h)
 	if err != nil {
 		return err
@@ -462,4 +480,52 @@ func (f *File) ReadStrings(p string, h omni.Hyperslab) ([]string, error) {
 	}
 	C.nc_free_string(C.size_t(n), (**C.char)(buf))
 	return out, nil
+}
+
+// maxLazyAttrElems bounds an attribute read on demand (read whole for
+// each request: libnetcdf reads no part of an attribute).
+const maxLazyAttrElems = 1 << 28
+
+// readAttrLocked reads the selection h of the numeric value of attribute
+// name of the variable or group at path obj into dst.
+func (f *File) readAttrLocked(obj, name string, h omni.Hyperslab, dst []byte) error {
+	if f.ncid < 0 {
+		return fmt.Errorf("%s: file closed: %w", obj, omni.ErrInvalid)
+	}
+	gid, varid := C.int(0), C.int(C.NC_GLOBAL)
+	if r, ok := f.vars[obj]; ok {
+		gid, varid = r.gid, r.varid
+	} else if g, ok := f.groups[obj]; ok {
+		gid = g
+	} else {
+		return fmt.Errorf("attribute %s of %s: %w", name, obj, omni.ErrNotFound)
+	}
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	var xtype C.nc_type
+	var ln C.size_t
+	if C.nc_inq_att(gid, varid, cn, &xtype, &ln) != C.NC_NOERR {
+		return fmt.Errorf("attribute %s of %s: %w", name, obj, omni.ErrNotFound)
+	}
+	t, ok := typeOf[xtype]
+	if !ok || t.IsString() || ln == 0 || ln > maxLazyAttrElems {
+		return fmt.Errorf("attribute %s of %s: no numeric value to read: %w", name, obj, omni.ErrNotSupported)
+	}
+	if err := h.Check([]int64{int64(ln)}); err != nil {
+		return fmt.Errorf("attribute %s of %s: %w", name, obj, err)
+	}
+	size := int64(t.Size())
+	if int64(len(dst)) != h.Bytes(t) {
+		return fmt.Errorf("attribute %s: buffer of %d bytes for %d: %w", name, len(dst), h.Bytes(t), omni.ErrInvalid)
+	}
+	// nc_get_att reads in the attribute's own type: native, little-endian here.
+	buf := make([]byte, int64(ln)*size)
+	if err := ncerr("read attribute "+name, C.nc_get_att(gid, varid, cn, unsafe.Pointer(&buf[0]))); err != nil {
+		return err
+	}
+	for k := int64(0); k < h.Count[0]; k++ {
+		i := h.Start[0] + k*h.StrideAt(0)
+		copy(dst[k*size:(k+1)*size], buf[i*size:(i+1)*size])
+	}
+	return nil
 }
