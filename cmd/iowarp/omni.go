@@ -171,13 +171,19 @@ var exportExts = map[string]string{
 func newExportCmd() *cobra.Command {
 	var of omniFlags
 	var format string
+	var split bool
 	c := &cobra.Command{
 		Use:   "export DATASET OUT",
 		Short: "Write a dataset as NetCDF-4, HDF5, OMNI (Zarr v2), CSV or Parquet",
 		Long: `export reads every variable of DATASET (a file, or the name of an
 assimilated dataset) through the format helpers and writes OUT. --format
-defaults from OUT's extension (.nc, .h5, .omni/.zarr, .csv, .parquet). CSV and
-Parquet hold the data variables in long form with coordinate columns.`,
+defaults from OUT's extension (.nc, .h5, .omni/.zarr, .csv, .parquet).
+NetCDF-4, HDF5 and Zarr keep every group and variable, with the stored names.
+CSV and Parquet are one table in long form, coordinate columns first: a
+dataset whose variables do not all share one variable's dimensions (or are its
+coordinates) fails, naming those left over, unless --split, which writes OUT as
+a directory holding one file per variable (OUT/<group>/<name>.csv), each with
+the coordinate columns of its axes.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format == "" {
@@ -188,15 +194,16 @@ Parquet hold the data variables in long form with coordinate columns.`,
 			}
 			ctx, cancel := of.bound(cmd.Context())
 			defer cancel()
-			return within(ctx, func() error { return runExport(ctx, &of, args[0], args[1], format, cmd.ErrOrStderr()) })
+			return within(ctx, func() error { return runExport(ctx, &of, args[0], args[1], format, split, cmd.ErrOrStderr()) })
 		},
 	}
 	of.register(c)
 	c.Flags().StringVar(&format, "format", "", "netcdf, hdf5, omni, csv or parquet")
+	c.Flags().BoolVar(&split, "split", false, "OUT is a directory: one file per variable (for CSV and Parquet)")
 	return c
 }
 
-func runExport(ctx context.Context, of *omniFlags, arg, out, format string, progress io.Writer) error {
+func runExport(ctx context.Context, of *omniFlags, arg, out, format string, split bool, progress io.Writer) error {
 	drv, err := omni.DriverNamed(format)
 	if err != nil || drv.Write == nil {
 		return fmt.Errorf("export: format %q cannot be written (netcdf, hdf5, omni, csv, parquet)", format)
@@ -211,6 +218,15 @@ func runExport(ctx context.Context, of *omniFlags, arg, out, format string, prog
 		b, err := p.ReadAll(ctx, src, v)
 		bar.Add(int64(len(b)))
 		return b, err
+	}
+	if split {
+		files, err := omni.WriteSplit(drv, out, ds, read)
+		if err != nil {
+			return fmt.Errorf("export %s to %s: %w", src, out, err)
+		}
+		bar.Finish()
+		logrus.Infof("exported %s (%s) to %d %s files under %s", src, ds.Format, len(files), format, out)
+		return nil
 	}
 	if err := drv.Write(out, ds, read); err != nil {
 		return fmt.Errorf("export %s to %s: %w", src, out, err)

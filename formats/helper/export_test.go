@@ -2,6 +2,7 @@ package helper
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/iowarp/iowarp/formats/internal/fixture"
 	"github.com/iowarp/iowarp/formats/omni"
+	"github.com/iowarp/iowarp/formats/tabular"
 )
 
 // exportScript compares every variable and attribute of a source file
@@ -197,14 +199,22 @@ func TestTables(t *testing.T) {
 	if vals, _ := omni.Float64s(v.DType, b); len(vals) != 50 || vals[3] != 1.5 {
 		t.Errorf("jsonl value column %v", vals)
 	}
-	// An N-D dataset flattens to long form with coordinate columns.
+	// A dataset of variables on different dimensions is no one table: an
+	// error naming those left over, never a silent drop; split, each
+	// variable flattens to long form with coordinate columns.
 	nc := filepath.Join(dir, "climate.nc")
 	cds, _ := p.Open(ctx, nc)
-	dst := filepath.Join(out, "climate.parquet")
 	drv, _ := omni.DriverNamed("parquet")
-	if err := drv.Write(dst, cds, func(v *omni.Variable) ([]byte, error) { return p.ReadAll(ctx, nc, v) }); err != nil {
-		t.Fatal(err)
+	ncRead := func(v *omni.Variable) ([]byte, error) { return p.ReadAll(ctx, nc, v) }
+	err = drv.Write(filepath.Join(out, "climate.parquet"), cds, ncRead)
+	if !errors.Is(err, tabular.ErrNotFlat) || !strings.Contains(err.Error(), "/forecast/precip (step,lat)") || !strings.Contains(err.Error(), "/station (lat)") {
+		t.Fatalf("climate.nc as one table: %v, want ErrNotFlat naming /station and /forecast/precip", err)
 	}
+	files, err := omni.WriteSplit(drv, filepath.Join(out, "climate"), cds, ncRead)
+	if err != nil || len(files) != len(cds.Variables()) {
+		t.Fatalf("split: %d files for %d variables: %v", len(files), len(cds.Variables()), err)
+	}
+	dst := filepath.Join(out, "climate", "temperature.parquet")
 	flat, err := p.Open(ctx, dst)
 	if err != nil {
 		t.Fatal(err)

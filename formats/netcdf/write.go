@@ -75,7 +75,7 @@ func (w *writer) define(gid C.int, g *omni.Group) error {
 		return fmt.Errorf("%s: %w", g.Path, err)
 	}
 	for _, c := range g.Groups {
-		cn := C.CString(c.Name)
+		cn := C.CString(omni.ExportName(c.Name))
 		var cid C.int
 		mu.Lock()
 		rc := C.nc_def_grp(gid, cn, &cid)
@@ -110,7 +110,7 @@ func (w *writer) defineLocked(gid C.int, g *omni.Group) error {
 }
 
 func (w *writer) defDim(gid C.int, gpath, name string, size int64, unl bool) (C.int, error) {
-	cn := C.CString(name)
+	cn := C.CString(omni.ExportName(name))
 	defer C.free(unsafe.Pointer(cn))
 	n := C.size_t(size)
 	if unl {
@@ -163,7 +163,7 @@ func (w *writer) defVar(gid C.int, g *omni.Group, v *omni.Variable) error {
 		}
 		ids[i] = id
 	}
-	cn := C.CString(v.Name)
+	cn := C.CString(omni.ExportName(v.Name))
 	defer C.free(unsafe.Pointer(cn))
 	var varid C.int
 	if err := ncerr("define variable", C.nc_def_var(gid, cn, ncType(v.DType), C.int(len(v.Shape)), &ids[0], &varid)); err != nil {
@@ -201,7 +201,7 @@ func writeAttr(gid, varid C.int, a omni.Attribute, varType C.nc_type) error {
 	if n == 0 {
 		return nil
 	}
-	cn := C.CString(a.Name)
+	cn := C.CString(omni.ExportName(a.Name))
 	defer C.free(unsafe.Pointer(cn))
 	t := ncType(a.Type)
 	if a.Name == "_FillValue" {

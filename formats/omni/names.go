@@ -286,3 +286,14 @@ func (ds *Dataset) attrVar(p string) (*Variable, bool) {
 	}
 	return AttrVar(obj, a), true
 }
+
+// ExportName is the name a writer gives a model name: the stored name
+// (UnescapeName) where it is valid UTF-8 and a path component (no '/',
+// NUL, empty, "." or ".."), else the escaped name itself, which is one.
+func ExportName(name string) string {
+	s := StoredName(name)
+	if s == "" || s == "." || s == ".." || strings.ContainsAny(s, "/\x00") || !utf8.ValidString(s) {
+		return name
+	}
+	return s
+}

@@ -3,6 +3,7 @@ package tabular
 import (
 	"encoding/binary"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -26,10 +27,17 @@ type frame struct {
 	rows  int64
 }
 
-// flatten picks the variables that share the dimensions of the largest
-// variable (the data variables) and lays them out in long form: one row
-// per element, preceded by one column per coordinate (or index, for a
-// dimension without a coordinate variable, when rank > 1).
+// ErrNotFlat: the dataset's variables do not make one table (they do not
+// all share the dimensions of one, or are its coordinates); the error
+// names those left over. Export them one file per variable (iowarp
+// export --split).
+var ErrNotFlat = errors.New("cannot be flattened into one table")
+
+// flatten lays the dataset out in long form: the variables that share the
+// dimensions of the largest variable (the data variables), one row per
+// element, preceded by one column per coordinate (or index, for a
+// dimension without a coordinate variable, when rank > 1). Any other
+// variable fails it (ErrNotFlat): nothing is dropped.
 func flatten(ds *omni.Dataset, read omni.ReadFunc) (*frame, error) {
 	var best *omni.Variable
 	for _, v := range ds.Variables() {
@@ -42,10 +50,27 @@ func flatten(ds *omni.Dataset, read omni.ReadFunc) (*frame, error) {
 	}
 	f := &frame{rows: best.Len()}
 	var data []*omni.Variable
+	carried := map[string]bool{}
 	for _, v := range ds.Variables() {
 		if sameDims(v, best) {
 			data = append(data, v)
+			carried[v.Path] = true
 		}
+	}
+	for i := range best.Shape {
+		if c, err := ds.Coord(best, i); err == nil {
+			carried[c.Path] = true
+		}
+	}
+	var left []string
+	for _, v := range ds.Variables() {
+		if !carried[v.Path] {
+			left = append(left, fmt.Sprintf("%s (%s)", v.Path, strings.Join(v.Dims, ",")))
+		}
+	}
+	if len(left) > 0 {
+		return nil, fmt.Errorf("%d of %d variables do not share the dimensions (%s) of %s nor are its coordinates: %s: %w (export one file per variable: iowarp export --split)",
+			len(left), len(ds.Variables()), strings.Join(best.Dims, ","), best.Path, strings.Join(left, ", "), ErrNotFlat)
 	}
 	for i := range best.Shape {
 		c, err := ds.Coord(best, i)
@@ -65,14 +90,14 @@ func flatten(ds *omni.Dataset, read omni.ReadFunc) (*frame, error) {
 		} else {
 			continue
 		}
-		f.add(best.Dims[i], t, col)
+		f.add(omni.ExportName(best.Dims[i]), t, col)
 	}
 	for _, v := range data {
 		raw, err := read(v)
 		if err != nil {
 			return nil, err
 		}
-		f.add(v.Name, v.DType, raw)
+		f.add(omni.ExportName(v.Name), v.DType, raw)
 	}
 	return f, nil
 }

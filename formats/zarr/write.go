@@ -106,12 +106,14 @@ func (w *writer) group(dir, rel string, g *omni.Group) error {
 		return err
 	}
 	for _, v := range g.Variables {
-		if err := w.array(filepath.Join(dir, v.Name), path.Join(rel, v.Name), v); err != nil {
+		n := omni.ExportName(v.Name)
+		if err := w.array(filepath.Join(dir, n), path.Join(rel, n), v); err != nil {
 			return fmt.Errorf("%s: %w", v.Path, err)
 		}
 	}
 	for _, c := range g.Groups {
-		if err := w.group(filepath.Join(dir, c.Name), path.Join(rel, c.Name), c); err != nil {
+		n := omni.ExportName(c.Name)
+		if err := w.group(filepath.Join(dir, n), path.Join(rel, n), c); err != nil {
 			return err
 		}
 	}
@@ -133,14 +135,18 @@ func zattrs(attrs []omni.Attribute, dims []string) []byte {
 		n++
 	}
 	if dims != nil {
-		db, _ := json.Marshal(dims)
+		names := make([]string, len(dims))
+		for i, d := range dims {
+			names[i] = omni.ExportName(d)
+		}
+		db, _ := json.Marshal(names)
 		item("_ARRAY_DIMENSIONS", string(db))
 	}
 	for _, a := range attrs {
 		if a.Name == "_FillValue" || a.Name == "_ARRAY_DIMENSIONS" || a.Len() == 0 {
 			continue
 		}
-		item(a.Name, attrJSON(a))
+		item(omni.ExportName(a.Name), attrJSON(a))
 	}
 	b.WriteString("\n}\n")
 	return b.Bytes()
