@@ -15,7 +15,12 @@
 //   - the view-path syntax of the `.omni/` views, `temperature[0:2,10:20,:]`
 //     and `temperature@time=2024-01-01:2024-06-30,lat=-10:10` (ParseView);
 //   - renderings of raw variable bytes: the NumPy 1.0 header (NPYHeader)
-//     and CSV (WriteCSV);
+//     and CSV (CSVTable, with coordinate columns);
+//   - CF decoding as xarray's default (Decoding: masks, scale/offset, CF
+//     time to Datetime64);
+//   - the escaping of stored names into path components (EscapeName),
+//     applied once by OpenFile, and the on-demand variables of omitted
+//     attribute values (AttrVar);
 //   - the registry of format drivers (Register, OpenFile, WriterFor) and of
 //     assimilated datasets (Registry), and the upstream OMNI job YAML (ParseJob).
 //
