@@ -205,6 +205,9 @@ func (d Decoding) DecodeInPlace(buf []byte, n int64) error {
 	if int64(len(buf)) < n*max(rs, os) {
 		return fmt.Errorf("decode: %d bytes for %d elements: %w", len(buf), n, ErrInvalid)
 	}
+	if !d.time && (d.Out == Float32 || d.Out == Float64) {
+		return d.decodeFloats(buf, n, rs, os)
+	}
 	if os >= rs { // backwards: an output never overwrites a later input
 		for i := n - 1; i >= 0; i-- {
 			if err := d.element(buf[i*rs:], buf[i*os:]); err != nil {
@@ -219,6 +222,97 @@ func (d Decoding) DecodeInPlace(buf []byte, n int64) error {
 		}
 	}
 	return nil
+}
+
+// decodeChunk is how many elements decodeFloats converts at a time.
+const decodeChunk = 1024
+
+// decodeFloats is DecodeInPlace to a float type (no time), a chunk of
+// elements at a time through a float64 buffer, one type switch per
+// chunk: chunks go from the last when the output is wider (it never
+// overwrites input not yet read), from the first otherwise.
+func (d *Decoding) decodeFloats(buf []byte, n, rs, os int64) error {
+	var tmp [decodeChunk]float64
+	do := func(i0, i1 int64) {
+		x := tmp[:i1-i0]
+		loadFloats(d.In, buf[i0*rs:i1*rs], x)
+		if len(d.fills) > 0 {
+			for k, v := range x {
+				for _, f := range d.fills {
+					if v == f {
+						x[k] = math.NaN()
+						break
+					}
+				}
+			}
+		}
+		if d.hasScale || d.hasOffset {
+			for k, v := range x {
+				x[k] = d.scaled(v)
+			}
+		}
+		storeFloats(d.Out, x, buf[i0*os:i1*os])
+	}
+	if os >= rs {
+		for i1 := n; i1 > 0; i1 -= decodeChunk {
+			do(max(0, i1-decodeChunk), i1)
+		}
+		return nil
+	}
+	for i0 := int64(0); i0 < n; i0 += decodeChunk {
+		do(i0, min(n, i0+decodeChunk))
+	}
+	return nil
+}
+
+// loadFloats decodes len(x) elements of t from b.
+func loadFloats(t DType, b []byte, x []float64) {
+	le := binary.LittleEndian
+	switch t {
+	case Float32:
+		for k := range x {
+			x[k] = float64(math.Float32frombits(le.Uint32(b[4*k:])))
+		}
+	case Float64:
+		for k := range x {
+			x[k] = math.Float64frombits(le.Uint64(b[8*k:]))
+		}
+	case Int16:
+		for k := range x {
+			x[k] = float64(int16(le.Uint16(b[2*k:])))
+		}
+	case Uint16:
+		for k := range x {
+			x[k] = float64(le.Uint16(b[2*k:]))
+		}
+	case Int8:
+		for k := range x {
+			x[k] = float64(int8(b[k]))
+		}
+	case Uint8:
+		for k := range x {
+			x[k] = float64(b[k])
+		}
+	default:
+		size := t.Size()
+		for k := range x {
+			x[k] = Float64At(t, b[k*size:])
+		}
+	}
+}
+
+// storeFloats encodes x as Float32 or Float64 into b.
+func storeFloats(t DType, x []float64, b []byte) {
+	le := binary.LittleEndian
+	if t == Float32 {
+		for k, v := range x {
+			le.PutUint32(b[4*k:], math.Float32bits(float32(v)))
+		}
+		return
+	}
+	for k, v := range x {
+		le.PutUint64(b[8*k:], math.Float64bits(v))
+	}
 }
 
 // element decodes one element: src and dst may overlap (src is read
@@ -281,7 +375,7 @@ func (d Decoding) element(src, dst []byte) error {
 }
 
 // scaled is x·scale + offset in the precision xarray computes it in.
-func (d Decoding) scaled(x float64) float64 {
+func (d *Decoding) scaled(x float64) float64 {
 	if d.scaleType == Float32 {
 		y := float32(x)
 		if d.hasScale {
