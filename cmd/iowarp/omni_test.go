@@ -230,6 +230,9 @@ u = create("flags", "i1", ("time",)); u._Unsigned = "true"; u[:] = np.array([-1,
 d.createDimension("step", 3)
 h = create("step", "f8", ("step",)); h.units = "hours since 1990-01-01 06:00:00"; h.calendar = "proleptic_gregorian"; h[:] = [0.5, 1.25, 48]
 n = create("nl", "f8", ("step",)); n.units = "days since 2001-01-01"; n.calendar = "noleap"; n[:] = [0, 59, 365]
+d.createDimension("day", 3)
+dd = create("day", "i4", ("day",)); dd.units = "days since 2001-02-27"; dd.calendar = "360_day"; dd[:] = [0, 3, 400]
+create("snow", "f4", ("day",))[:] = [1, 2, 3]
 d.close()
 `
 
@@ -310,6 +313,21 @@ print("ok")
 `
 	if msg, err := exec.Command("/usr/bin/python3", "-c", check, nc, csv).CombinedOutput(); err != nil {
 		t.Fatalf("csv against xarray: %v\n%s", err, msg)
+	}
+	// A calendar datetime64 cannot hold: dates in it, as cftime gives them.
+	fsnow := filepath.Join(dir, "snow.csv")
+	if msg, err := omniRun(t, "query", nc, "--var", "snow", "--out", fsnow); err != nil {
+		t.Fatalf("%v\n%s", err, msg)
+	}
+	snowCheck := `import sys, csv, xarray as xr
+ds = xr.open_dataset(sys.argv[1])
+rows = list(csv.reader(open(sys.argv[2])))
+assert rows[0] == ["day", "snow"], rows[0]
+assert [r[0] for r in rows[1:]] == [t.isoformat() for t in ds["day"].values], (rows, ds["day"].values)
+print("ok")
+`
+	if msg, err := exec.Command("/usr/bin/python3", "-c", snowCheck, nc, fsnow).CombinedOutput(); err != nil {
+		t.Fatalf("360_day csv against xarray/cftime: %v\n%s", err, msg)
 	}
 	fstep := filepath.Join(dir, "step.csv")
 	if msg, err := omniRun(t, "query", nc, "--var", "step", "--out", fstep); err != nil {

@@ -313,3 +313,51 @@ func cfRole(c *Variable) string {
 	}
 	return aliasRole(c.Name)
 }
+
+// Format renders the coordinate value x in these units as an ISO 8601
+// date in their calendar ("2001-02-28T00:00:00" in noleap), the fallback
+// for calendars that datetime64 cannot hold; "" when x is not finite or
+// far out of range.
+func (u TimeUnits) Format(x float64) string {
+	secs := days(u.Calendar, u.Epoch)*86400 + u.Epoch.Sec + x*u.Unit
+	if math.IsNaN(secs) || math.Abs(secs) > 1e15 {
+		return ""
+	}
+	day := math.Floor(secs / 86400)
+	sec := int64(math.Round(secs - day*86400))
+	if sec >= 86400 {
+		day, sec = day+1, sec-86400
+	}
+	y, m, dd := civil(u.Calendar, int64(day))
+	return fmt.Sprintf("%04d-%02d-%02dT%02d:%02d:%02d", y, m, dd, sec/3600, sec/60%60, sec%60)
+}
+
+// civil is the inverse of days: the date of day number n in cal.
+func civil(cal string, n int64) (y, m, d int) {
+	var ylen int64
+	var cum *[13]int
+	switch cal {
+	case "noleap":
+		ylen, cum = 365, &cumDays[0]
+	case "all_leap":
+		ylen, cum = 366, &cumDays[1]
+	case "360_day":
+		yy, r := floorDiv(n, 360)
+		return int(yy), int(r/30) + 1, int(r%30) + 1
+	default:
+		t := time.Unix(n*86400, 0).UTC()
+		return t.Year(), int(t.Month()), t.Day()
+	}
+	yy, r := floorDiv(n, ylen)
+	for m = 1; m < 12 && int64(cum[m]) <= r; m++ {
+	}
+	return int(yy), m, int(r) - cum[m-1] + 1
+}
+
+func floorDiv(a, b int64) (q, r int64) {
+	q, r = a/b, a%b
+	if r < 0 {
+		q, r = q-1, r+b
+	}
+	return q, r
+}

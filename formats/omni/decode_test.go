@@ -160,3 +160,29 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestCalendarFormat: dates in the calendars datetime64 cannot hold, as
+// cftime writes them.
+func TestCalendarFormat(t *testing.T) {
+	cases := []struct {
+		units, cal string
+		x          float64
+		want       string
+	}{
+		{"days since 2001-01-01", "noleap", 59, "2001-03-01T00:00:00"},
+		{"days since 2001-01-01", "noleap", 365, "2002-01-01T00:00:00"},
+		{"days since 2000-01-01", "360_day", 59.5, "2000-02-30T12:00:00"},
+		{"days since 2000-01-01", "all_leap", 59, "2000-02-29T00:00:00"},
+		{"hours since 2000-01-01", "noleap", -1, "1999-12-31T23:00:00"},
+		{"days since 1970-01-01", "standard", 1, "1970-01-02T00:00:00"},
+	}
+	for _, c := range cases {
+		u, err := ParseTimeUnits(c.units, c.cal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := u.Format(c.x); got != c.want {
+			t.Errorf("%s %s %g: %s, want %s", c.units, c.cal, c.x, got, c.want)
+		}
+	}
+}

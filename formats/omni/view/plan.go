@@ -710,6 +710,22 @@ func (p *Plan) csvTable() (*omni.CSVTable, error) {
 		if err != nil {
 			return nil, fmt.Errorf("coordinate %s of %s: %w", c.Path, p.v.Path, err)
 		}
+		if tu, err := omni.ParseTimeUnits(c.Units(), c.Calendar()); err == nil && !p.raw && !omni.DecodingOf(c).Time() && !c.DType.IsString() {
+			// A calendar datetime64 cannot hold (noleap, 360_day, ...):
+			// dates in that calendar, the stored numbers staying in data.
+			vals, err := omni.Float64s(c.DType, raw)
+			if err != nil {
+				return nil, err
+			}
+			col := make([]string, p.h.Count[i])
+			for k := range col {
+				if j := p.h.Start[i] + int64(k)*p.h.StrideAt(i); j < int64(len(vals)) {
+					col[k] = tu.Format(vals[j])
+				}
+			}
+			t.Axes[i] = col
+			continue
+		}
 		ct := c.DType
 		if dec := omni.DecodingOf(c); !p.raw && !dec.Identity() {
 			if raw, err = dec.Decode(raw); err != nil {
