@@ -59,6 +59,7 @@ type Decoding struct {
 	hasScale      bool
 	hasOffset     bool
 	scaleType     DType // the type the scaling computes in (Float32, Float64)
+	attrBits      int   // 32 when scale_factor/add_offset are float32 (for String)
 
 	time   bool
 	timeIn DType // the type the time values are in before decoding
@@ -111,8 +112,12 @@ func DecodingOf(v *Variable) Decoding {
 			cur = Float32
 		}
 	}
+	d.attrBits = 64
 	if s, ok := numAttr(v.Attrs, AttrScaleFactor); ok {
 		d.scale, d.hasScale = s, true
+		if a, _ := Attr(v.Attrs, AttrScaleFactor); a.Type == Float32 {
+			d.attrBits = 32
+		}
 	}
 	if o, ok := numAttr(v.Attrs, AttrAddOffset); ok {
 		d.offset, d.hasOffset = o, true
@@ -475,14 +480,18 @@ func (d Decoding) String() string {
 	if d.In != d.Raw {
 		parts = append(parts, "_Unsigned → "+string(d.In))
 	}
+	fillBits := 64
+	if d.In == Float32 {
+		fillBits = 32
+	}
 	for _, f := range d.fills {
-		parts = append(parts, "masked "+strconv.FormatFloat(f, 'g', -1, 64))
+		parts = append(parts, "masked "+strconv.FormatFloat(f, 'g', -1, fillBits))
 	}
 	if d.hasScale {
-		parts = append(parts, "scale_factor "+strconv.FormatFloat(d.scale, 'g', -1, 64))
+		parts = append(parts, "scale_factor "+strconv.FormatFloat(d.scale, 'g', -1, d.attrBits))
 	}
 	if d.hasOffset {
-		parts = append(parts, "add_offset "+strconv.FormatFloat(d.offset, 'g', -1, 64))
+		parts = append(parts, "add_offset "+strconv.FormatFloat(d.offset, 'g', -1, d.attrBits))
 	}
 	if d.time {
 		parts = append(parts, "CF time")
