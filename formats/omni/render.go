@@ -85,11 +85,16 @@ func (t *CSVTable) long() bool {
 	return n > 1 || n == 1 && len(t.Axes) == 1 && t.Axes[0] != nil
 }
 
-// WriteHeader writes the header line.
+// WriteHeader writes the header line: the stored names (ExportName) of
+// the dimensions and the variable.
 func (t *CSVTable) WriteHeader(w io.Writer) error {
-	line := csvField(t.V.Name)
+	line := csvField(ExportName(t.V.Name))
 	if t.long() {
-		line = csvJoin(append(append([]string(nil), t.V.Dims...), t.V.Name))
+		cols := make([]string, 0, len(t.V.Dims)+1)
+		for _, d := range t.V.Dims {
+			cols = append(cols, ExportName(d))
+		}
+		line = csvJoin(append(cols, ExportName(t.V.Name)))
 	}
 	_, err := io.WriteString(w, line+"\n")
 	return err
