@@ -58,3 +58,59 @@ func FuzzEscapeName(f *testing.F) {
 		}
 	})
 }
+
+// pathReader is a Reader over a dataset built in the test, recording the
+// paths it is asked for.
+type pathReader struct {
+	ds    *Dataset
+	asked []string
+}
+
+func (r *pathReader) Dataset() *Dataset { return r.ds }
+func (r *pathReader) ReadInto(p string, h Hyperslab, dst []byte) error {
+	r.asked = append(r.asked, p)
+	return nil
+}
+func (r *pathReader) ReadStrings(p string, h Hyperslab) ([]string, error) {
+	r.asked = append(r.asked, p)
+	return nil, nil
+}
+func (r *pathReader) Close() error { return nil }
+
+// TestEscapedReader: the model shows escaped names and paths (dimension
+// coordinates following), validates, and every read reaches the reader
+// under its stored path, an omitted attribute's value too.
+func TestEscapedReader(t *testing.T) {
+	ds := NewDataset("x.h5", "hdf5")
+	g := ds.Root.Child("..")
+	g.AddDim(&Dimension{Name: "t/x", Size: 2, Coord: "/../t/x"})
+	g.AddVariable(&Variable{Name: "t/x", DType: Int32, Shape: []int64{2}, Dims: []string{"t/x"}})
+	g.AddVariable(&Variable{Name: "attrs", DType: Float32, Shape: []int64{2}, Dims: []string{"t/x"},
+		Attrs: []Attribute{{Name: "big/one", Type: Float64, Omitted: 80, Elems: 10}}})
+	r := &pathReader{ds: ds}
+	er := EscapedReader(r)
+	m := er.Dataset()
+	if err := m.Validate(); err != nil {
+		t.Fatalf("escaped model: %v", err)
+	}
+	v, err := m.Var("/%2E%2E/%61ttrs")
+	if err != nil || v.Dims[0] != "t%2Fx" {
+		t.Fatalf("escaped variable: %+v %v", v, err)
+	}
+	if c, err := m.Coord(v, 0); err != nil || c.Path != "/%2E%2E/t%2Fx" {
+		t.Fatalf("coordinate: %+v %v", c, err)
+	}
+	er.ReadInto(v.Path, All(v.Shape), make([]byte, 8))
+	av, err := m.Var(AttrVar(v.Path, Attribute{Name: "big%2Fone"}).Path)
+	if err != nil || av.Shape[0] != 10 || av.DType != Float64 {
+		t.Fatalf("attribute variable: %+v %v", av, err)
+	}
+	er.ReadInto(av.Path, All(av.Shape), make([]byte, 80))
+	want := []string{"/../attrs", ReaderAttrPath("/../attrs", "big/one")}
+	if len(r.asked) != 2 || r.asked[0] != want[0] || r.asked[1] != want[1] {
+		t.Fatalf("reader asked for %q, want %q", r.asked, want)
+	}
+	if ds.Root.Groups[0].Name != ".." {
+		t.Error("the reader's own tree changed")
+	}
+}

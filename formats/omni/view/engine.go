@@ -5,6 +5,13 @@
 // Formats (the format readers, run in helper processes); it knows no door:
 // the FUSE nodes under /.omni (fusefs) and the CLI both drive it.
 //
+// A plan serves the values decoded as xarray decodes them by default
+// (omni.Decoding), block by block: the helper writes a block's stored
+// bytes into staging memory, the plan decodes them in place, and the pool
+// caches the decoded pages; a raw plan (RawPlan, data.raw) serves the
+// stored bytes. AttrPlan reads an attribute value too large for the
+// schema on demand, like a 1-D variable.
+//
 // Locks: Engine.mu guards sets only; Dataset.mu guards its current
 // Generation; Generation.mu guards plans and in-flight fetches. Each is
 // taken alone, and none is held while a helper or the file layer works
