@@ -101,9 +101,15 @@ func DecodingOf(v *Variable) Decoding {
 			continue
 		}
 		for _, f := range a.Float64s() {
-			if !math.IsNaN(f) {
-				d.fills = append(d.fills, f)
+			if math.IsNaN(f) {
+				continue
 			}
+			if d.In == Float32 {
+				// NumPy (1.x, the reference here) compares float32 data
+				// with a float64 fill value in float32.
+				f = float64(float32(f))
+			}
+			d.fills = append(d.fills, f)
 		}
 	}
 	if d.masks() && !cur.IsFloat() {
@@ -210,6 +216,10 @@ func (d Decoding) DecodeInPlace(buf []byte, n int64) error {
 	if int64(len(buf)) < n*max(rs, os) {
 		return fmt.Errorf("decode: %d bytes for %d elements: %w", len(buf), n, ErrInvalid)
 	}
+	if !d.time && d.In == Float32 && d.Out == Float32 && !d.hasScale && !d.hasOffset {
+		maskFloat32(buf[:n*4], d.fills)
+		return nil
+	}
 	if !d.time && (d.Out == Float32 || d.Out == Float64) {
 		return d.decodeFloats(buf, n, rs, os)
 	}
@@ -227,6 +237,26 @@ func (d Decoding) DecodeInPlace(buf []byte, n int64) error {
 		}
 	}
 	return nil
+}
+
+// maskFloat32 sets the float32 values of b equal to one of fills to NaN,
+// in place: the common masked float32 variable in one pass.
+func maskFloat32(b []byte, fills []float64) {
+	le := binary.LittleEndian
+	nan := math.Float32bits(float32(math.NaN()))
+	f32 := make([]float32, len(fills))
+	for i, f := range fills {
+		f32[i] = float32(f)
+	}
+	for k := 0; k+4 <= len(b); k += 4 {
+		x := math.Float32frombits(le.Uint32(b[k:]))
+		for _, f := range f32 {
+			if x == f {
+				le.PutUint32(b[k:], nan)
+				break
+			}
+		}
+	}
 }
 
 // decodeChunk is how many elements decodeFloats converts at a time.

@@ -186,3 +186,19 @@ func TestCalendarFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestMaskFloat32: a float64 fill value of a float32 variable masks
+// the float32 values nearest it, as xarray over NumPy 1.x does (the
+// comparison casts the fill to float32).
+func TestMaskFloat32(t *testing.T) {
+	buf := binary.LittleEndian.AppendUint32(nil, math.Float32bits(1e20))
+	buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(-999))
+	buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(5))
+	d := DecodingOf(&Variable{DType: Float32, Attrs: []Attribute{FloatAttr("_FillValue", 1e20), FloatAttr("missing_value", -999)}})
+	if err := d.DecodeInPlace(buf, 3); err != nil {
+		t.Fatal(err)
+	}
+	if n := CountMasked(Float32, buf); n != 2 || math.Float32frombits(binary.LittleEndian.Uint32(buf[8:])) != 5 {
+		t.Errorf("%d masked of 1e20, -999, 5; want the first two", n)
+	}
+}
