@@ -369,6 +369,19 @@ f.close()
 	if b, _ := os.ReadFile(csv); string(b) != "a[b]\n1\n2\n" { // CSV headers hold the stored names
 		t.Errorf("query csv %q", b)
 	}
+	// An HDF5 export writes the stored names back, byte for byte.
+	back := filepath.Join(t.TempDir(), "back.h5")
+	if msg, err := omniRun(t, "export", src, back); err != nil {
+		t.Fatalf("export: %v\n%s", err, msg)
+	}
+	check := `import sys, h5py
+a, b = h5py.File(sys.argv[1]), h5py.File(sys.argv[2])
+assert sorted(a.id.__iter__()) == sorted(b.id.__iter__()), (sorted(a.id.__iter__()), sorted(b.id.__iter__()))
+print("ok")
+`
+	if msg, err := exec.Command("/usr/bin/python3", "-c", check, src, back).CombinedOutput(); err != nil {
+		t.Fatalf("names after export: %v\n%s", err, msg)
+	}
 }
 
 // exportGroupsMake writes an HDF5 file of nested groups, variables on

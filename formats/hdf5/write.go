@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 	"unsafe"
 
 	"github.com/iowarp/iowarp/formats/omni"
@@ -78,7 +79,7 @@ func (w *writer) group(gid C.hid_t, g *omni.Group) error {
 
 func (w *writer) child(gid C.hid_t, c *omni.Group) error {
 	mu.Lock()
-	cn := cstr(omni.ExportName(c.Name))
+	cn := cstr(linkName(c.Name))
 	cid := C.H5Gcreate2(gid, cn, C.iw5_p_default(), C.iw5_p_default(), C.iw5_p_default())
 	free(unsafe.Pointer(cn))
 	if cid < 0 {
@@ -180,7 +181,7 @@ func (w *writer) createLocked(gid C.hid_t, v *omni.Variable) (C.hid_t, error) {
 		sid = C.H5Screate_simple(C.int(rank), &dims[0], &maxd[0])
 	}
 	defer C.H5Sclose(sid)
-	cn := cstr(omni.ExportName(v.Name))
+	cn := cstr(linkName(v.Name))
 	defer free(unsafe.Pointer(cn))
 	did := C.H5Dcreate2(gid, cn, ft, sid, C.iw5_p_default(), dcpl, C.iw5_p_default())
 	if did < 0 {
@@ -259,7 +260,7 @@ func writeAttr(loc C.hid_t, a omni.Attribute) error {
 	}
 	ft := fileType(t)
 	defer C.H5Tclose(ft)
-	cn := cstr(omni.ExportName(a.Name))
+	cn := cstr(omni.WritableName(a.Name, func(s string) bool { return s != "" && !strings.Contains(s, "\x00") }))
 	defer free(unsafe.Pointer(cn))
 	if C.H5Aexists(loc, cn) > 0 {
 		C.H5Adelete(loc, cn)
@@ -313,7 +314,7 @@ func (w *writer) scales() error {
 				continue
 			}
 			if C.H5DSis_scale(cid) <= 0 {
-				cn := cstr(omni.ExportName(c.Name))
+				cn := cstr(linkName(c.Name))
 				rc := C.H5DSset_scale(cid, cn)
 				free(unsafe.Pointer(cn))
 				if rc < 0 {
@@ -326,4 +327,13 @@ func (w *writer) scales() error {
 		}
 	}
 	return nil
+}
+
+// linkName is the HDF5 link name of a model name: the stored name, which
+// HDF5 takes as bytes ("..", invalid UTF-8), unless it is empty, "." or
+// holds '/' or NUL (the escaped name then).
+func linkName(name string) string {
+	return omni.WritableName(name, func(s string) bool {
+		return s != "" && s != "." && !strings.ContainsAny(s, "/\x00")
+	})
 }

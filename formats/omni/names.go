@@ -291,9 +291,17 @@ func (ds *Dataset) attrVar(p string) (*Variable, bool) {
 // (UnescapeName) where it is valid UTF-8 and a path component (no '/',
 // NUL, empty, "." or ".."), else the escaped name itself, which is one.
 func ExportName(name string) string {
-	s := StoredName(name)
-	if s == "" || s == "." || s == ".." || strings.ContainsAny(s, "/\x00") || !utf8.ValidString(s) {
-		return name
+	return WritableName(name, func(s string) bool {
+		return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\x00") && utf8.ValidString(s)
+	})
+}
+
+// WritableName is the stored name of a model name where the format's
+// rule ok accepts it, else the escaped name (HDF5 links may be ".." or
+// invalid UTF-8; Zarr keys and NetCDF names may not).
+func WritableName(name string, ok func(string) bool) string {
+	if s := StoredName(name); ok(s) {
+		return s
 	}
-	return s
+	return name
 }
