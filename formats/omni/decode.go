@@ -55,6 +55,9 @@ type Decoding struct {
 	Out DType // the decoded type
 
 	fills         []float64 // masked values (in In)
+	// exact are the masked values of 64-bit integer data, compared as
+	// integers (float64 cannot tell 2^63-2 from its neighbours).
+	exact []uint64
 	scale, offset float64
 	hasScale      bool
 	hasOffset     bool
@@ -110,6 +113,16 @@ func DecodingOf(v *Variable) Decoding {
 				f = float64(float32(f))
 			}
 			d.fills = append(d.fills, f)
+		}
+		if d.In.Size() == 8 && !d.In.IsFloat() {
+			switch vals := a.Value.(type) {
+			case []int64:
+				for _, x := range vals {
+					d.exact = append(d.exact, uint64(x))
+				}
+			case []uint64:
+				d.exact = append(d.exact, vals...)
+			}
 		}
 	}
 	if d.masks() && !cur.IsFloat() {
@@ -271,7 +284,17 @@ func (d *Decoding) decodeFloats(buf []byte, n, rs, os int64) error {
 	do := func(i0, i1 int64) {
 		x := tmp[:i1-i0]
 		loadFloats(d.In, buf[i0*rs:i1*rs], x)
-		if len(d.fills) > 0 {
+		if d.exact != nil {
+			for k := range x {
+				raw := binary.LittleEndian.Uint64(buf[(i0+int64(k))*8:])
+				for _, e := range d.exact {
+					if raw == e {
+						x[k] = math.NaN()
+						break
+					}
+				}
+			}
+		} else if len(d.fills) > 0 {
 			for k, v := range x {
 				for _, f := range d.fills {
 					if v == f {

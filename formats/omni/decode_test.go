@@ -202,3 +202,21 @@ func TestMaskFloat32(t *testing.T) {
 		t.Errorf("%d masked of 1e20, -999, 5; want the first two", n)
 	}
 }
+
+// TestMaskInt64Exact: int64 data is masked by exact comparison, as NumPy
+// compares int64 arrays (NetCDF's default int64 fill is 2^63-2 from the
+// bottom, where float64 cannot tell neighbours apart).
+func TestMaskInt64Exact(t *testing.T) {
+	var fill int64 = -9223372036854775806
+	d := DecodingOf(&Variable{DType: Int64, Attrs: []Attribute{IntAttr("_FillValue", fill)}})
+	buf := make([]byte, 0, 16)
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(fill))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(fill+1))
+	if err := d.DecodeInPlace(buf, 2); err != nil {
+		t.Fatal(err)
+	}
+	a, b := math.Float64frombits(binary.LittleEndian.Uint64(buf)), math.Float64frombits(binary.LittleEndian.Uint64(buf[8:]))
+	if !math.IsNaN(a) || math.IsNaN(b) {
+		t.Errorf("decoded %v, %v: want the fill masked, its neighbour kept", a, b)
+	}
+}
