@@ -54,10 +54,10 @@ type Decoding struct {
 	In  DType // Raw as read (_Unsigned)
 	Out DType // the decoded type
 
-	fills         []float64 // masked values (in In)
+	fills []float64 // masked values (in In)
 	// exact are the masked values of 64-bit integer data, compared as
 	// integers (float64 cannot tell 2^63-2 from its neighbours).
-	exact []uint64
+	exact         []uint64
 	scale, offset float64
 	hasScale      bool
 	hasOffset     bool
