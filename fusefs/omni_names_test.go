@@ -1,9 +1,11 @@
 package fusefs
 
 import (
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -96,6 +98,23 @@ func TestOMNINames(t *testing.T) {
 	}
 	if out, err := exec.Command(py, "-c", omniNamesCheck, ov, src).CombinedOutput(); err != nil {
 		t.Fatalf("views against h5py: %v\n%s", err, out)
+	}
+	// A table's columns may be named anything: "", "a/b", "..", "attrs".
+	if err := os.WriteFile(filepath.Join(om.dir, "data", "names.csv"), []byte(",a/b,..,attrs\n1,2,3,4\n5,6,7,8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tv := filepath.Join(om.dir, ".omni", "data", "names.csv")
+	want := map[string]int64{"%": 1, "a%2Fb": 2, "%2E%2E": 3, "%61ttrs": 4}
+	got := readDirNames(t, tv)
+	for name, first := range want {
+		if !slices.Contains(got, name) {
+			t.Errorf("ls names.csv = %v, missing %s", got, name)
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(tv, name, "data"))
+		if err != nil || len(b) != 16 || int64(binary.LittleEndian.Uint64(b)) != first || int64(binary.LittleEndian.Uint64(b[8:])) != first+4 {
+			t.Errorf("%s/data = %v, %v", name, b, err)
+		}
 	}
 }
 

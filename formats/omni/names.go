@@ -305,3 +305,8 @@ func WritableName(name string, ok func(string) bool) string {
 	}
 	return name
 }
+
+// ColumnName is the name of a table column (a CSV header, a Parquet
+// field) for a model name: the stored name where it is valid UTF-8
+// (any such string is a column name: "", "..", "a/b"), else the escaped.
+func ColumnName(name string) string { return WritableName(name, utf8.ValidString) }

@@ -85,16 +85,16 @@ func (t *CSVTable) long() bool {
 	return n > 1 || n == 1 && len(t.Axes) == 1 && t.Axes[0] != nil
 }
 
-// WriteHeader writes the header line: the stored names (ExportName) of
+// WriteHeader writes the header line: the stored names (ColumnName) of
 // the dimensions and the variable.
 func (t *CSVTable) WriteHeader(w io.Writer) error {
-	line := csvField(ExportName(t.V.Name))
+	line := csvField(ColumnName(t.V.Name))
 	if t.long() {
 		cols := make([]string, 0, len(t.V.Dims)+1)
 		for _, d := range t.V.Dims {
-			cols = append(cols, ExportName(d))
+			cols = append(cols, ColumnName(d))
 		}
-		line = csvJoin(append(cols, ExportName(t.V.Name)))
+		line = csvJoin(append(cols, ColumnName(t.V.Name)))
 	}
 	_, err := io.WriteString(w, line+"\n")
 	return err

@@ -90,14 +90,14 @@ func flatten(ds *omni.Dataset, read omni.ReadFunc) (*frame, error) {
 		} else {
 			continue
 		}
-		f.add(omni.ExportName(best.Dims[i]), t, col)
+		f.add(omni.ColumnName(best.Dims[i]), t, col)
 	}
 	for _, v := range data {
 		raw, err := read(v)
 		if err != nil {
 			return nil, err
 		}
-		f.add(omni.ExportName(v.Name), v.DType, raw)
+		f.add(omni.ColumnName(v.Name), v.DType, raw)
 	}
 	return f, nil
 }
