@@ -23,6 +23,12 @@ var (
 	ErrInvalid = errors.New("bufferpool: invalid argument")
 	// ErrClosed: the pool was closed.
 	ErrClosed = errors.New("bufferpool: closed")
+	// ErrPermission: the caller may not do this to the bucket (its owner
+	// and mode, meta.go).
+	ErrPermission = errors.New("bufferpool: permission denied")
+	// ErrNotSupported: the pool cannot do it as configured (a durable
+	// put without a file tier).
+	ErrNotSupported = errors.New("bufferpool: not supported")
 	// ErrBusy: the object is in a use that excludes the request (a
 	// segment passed through to the kernel cannot be mapped by shims).
 	ErrBusy = errors.New("bufferpool: busy")
@@ -83,6 +89,13 @@ type BucketOptions struct {
 	// the file). PageSize == 0 makes a named-blob bucket whose blobs are
 	// placed in the segment by an extent allocator.
 	PageSize int64
+	// Owner, Group and Mode (permission bits; 0 = DefaultBucketMode) of
+	// a named bucket (meta.go).
+	Owner, Group uint32
+	Mode         uint32
+	// KeepVersions is how many versions of a blob PutVersion keeps, the
+	// current one included (0 = DefaultKeepVersions).
+	KeepVersions int
 }
 
 // Filler produces the initial contents of a page that is not resident
@@ -102,6 +115,13 @@ type BlobInfo struct {
 	Reads    uint64  // lifetime reads
 	Score    float64 // organizer score: higher is hotter
 	LastUsed time.Time
+	// Named blobs: when the bytes last changed, the version PutVersion
+	// gave them (0: never versioned), whether a copy is in the durable
+	// store (durable.go), and the tags.
+	Modified   time.Time
+	Generation uint64
+	Durable    bool
+	Tags       map[string]string
 }
 
 // TierStats is a snapshot of one tier.

@@ -43,6 +43,8 @@ type Pool struct {
 	// mu is a leaf lock: never held while taking a bucket lock.
 	mu      sync.Mutex
 	buckets map[string]*Bucket
+	cat     catalog // name and tag indexes (catalog.go)
+	st      blobStore // durable named blobs (durable.go)
 
 	// File-tier journal (journal.go): journals per tier (nil entries for
 	// tiers without one; nil slice without Config.Journal).
@@ -106,6 +108,10 @@ func New(cfg Config) (*Pool, error) {
 		p.tiers = append(p.tiers, ts)
 	}
 	if err := p.openJournals(cfg); err != nil {
+		p.closeDevices()
+		return nil, fmt.Errorf("new pool: %w", err)
+	}
+	if err := p.openStore(); err != nil {
 		p.closeDevices()
 		return nil, fmt.Errorf("new pool: %w", err)
 	}
@@ -190,6 +196,7 @@ func (p *Pool) Close() error {
 			first = err
 		}
 	}
+	first = cmpErr(first, p.st.close())
 	return cmpErr(first, p.closeDevices())
 }
 
@@ -209,6 +216,7 @@ func (p *Pool) Bucket(name string, opts BucketOptions) (*Bucket, error) {
 	}
 	b := newBucket(p, p.nextID.Add(1), name, opts)
 	p.buckets[name] = b
+	p.cat.addName(name)
 	return b, nil
 }
 
@@ -238,6 +246,7 @@ func (p *Pool) DeleteBucket(name string) error {
 	if b == nil {
 		return fmt.Errorf("delete bucket %q: %w", name, ErrNotFound)
 	}
+	p.cat.removeName(name)
 	if err := b.drop(); err != nil {
 		return fmt.Errorf("delete bucket %q: %w", name, err)
 	}
@@ -264,8 +273,13 @@ func (p *Pool) RenameBucket(oldName, newName string) error {
 	if p.buckets[newName] != nil {
 		return fmt.Errorf("rename bucket %q to %q: %w", oldName, newName, ErrExist)
 	}
+	if b.storedFlag.Load() {
+		return fmt.Errorf("rename bucket %q: it is in the durable store: %w", oldName, ErrNotSupported)
+	}
 	delete(p.buckets, oldName)
 	p.buckets[newName] = b
+	p.cat.removeName(oldName)
+	p.cat.addName(newName)
 	b.name.Store(&newName)
 	return nil
 }
