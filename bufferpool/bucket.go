@@ -568,7 +568,7 @@ func (b *Bucket) lookupLocked(name string) (*blob, error) {
 			return nil, fmt.Errorf("blob %q of page bucket %s: %w", name, b.Name(), ErrInvalid)
 		}
 		bl = b.pages[i]
-	} else {
+	} else if !hiddenName(name) {
 		bl = b.named[name]
 	}
 	if bl == nil {

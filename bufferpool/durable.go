@@ -185,6 +185,12 @@ func blobsOf(tx *bolt.Tx, name string, create bool) (data, meta *bolt.Bucket, er
 			return nil, nil, err
 		}
 	}
+	if !create {
+		if data, meta = nb.Bucket(keyData), nb.Bucket(keyMeta); data == nil || meta == nil {
+			return nil, nil, nil
+		}
+		return data, meta, nil
+	}
 	if data, err = nb.CreateBucketIfNotExists(keyData); err != nil {
 		return nil, nil, err
 	}

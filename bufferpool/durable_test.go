@@ -1,0 +1,162 @@
+package bufferpool
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// durablePool opens a pool with a file tier in dir.
+func durablePool(t *testing.T, dir string) *Pool {
+	t.Helper()
+	p, err := New(Config{OrganizerInterval: -1, Tiers: []TierConfig{
+		{Name: "ram", Kind: KindRAM, Capacity: 8 << 20},
+		{Name: "nvme", Kind: KindFile, Dir: dir, Capacity: 8 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestDurableRecover: what a durable put wrote is back, bit for bit, in a
+// pool opened on the same tier directory; a later plain put, a delete and
+// a deleted bucket are not.
+func TestDurableRecover(t *testing.T) {
+	dir := t.TempDir()
+	p := durablePool(t, dir)
+	b, err := p.Bucket("sim/run1", BucketOptions{Owner: 1000, Group: 100, Mode: 0o640, KeepVersions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := fill(3<<20, 5)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(b.PutWith("big", big, PutOptions{Durable: true}))
+	must(b.SetTag("big", "step", "7"))
+	must(b.PutWith("gone", []byte("old"), PutOptions{Durable: true}))
+	must(b.Put("gone", []byte("overwritten, not durable"))) // drops the stored copy
+	must(b.PutWith("deleted", []byte("x"), PutOptions{Durable: true}))
+	must(b.Delete("deleted"))
+	must(b.Put("volatile", []byte("never durable")))
+	must(b.PartialPutWith("pp", 10, []byte("partial"), PutOptions{Durable: true}))
+	for i := 1; i <= 3; i++ {
+		if _, err := b.PutVersion("v", fill(5000, byte(i)), PutOptions{Durable: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(b.Chmod(0o604))
+	other, _ := p.Bucket("other", BucketOptions{})
+	must(other.PutWith("x", []byte("x"), PutOptions{Durable: true}))
+	must(p.DeleteBucket("other"))
+	if info, _ := b.Stat("big"); !info.Durable {
+		t.Fatal("durable blob not marked durable")
+	}
+	must(p.Close())
+
+	q := durablePool(t, dir)
+	defer q.Close()
+	rep := q.StoreReport()
+	if rep.Buckets != 1 || rep.Blobs != 4 || rep.Skipped != 0 {
+		t.Fatalf("report %+v, want 1 bucket, 4 blobs (big, pp, v and its kept version)", rep)
+	}
+	rb, err := q.LookupBucket("sim/run1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := rb.Meta(); m.Owner != 1000 || m.Group != 100 || m.Mode != 0o604 || m.KeepVersions != 2 {
+		t.Fatalf("meta %+v", m)
+	}
+	got, err := rb.Get("big")
+	must(err)
+	wantBytes(t, got, big)
+	got, err = rb.Get("pp")
+	must(err)
+	wantBytes(t, got, append(make([]byte, 10), "partial"...))
+	for _, n := range []string{"gone", "deleted", "volatile"} {
+		_, err := rb.Get(n)
+		wantErr(t, err, ErrNotFound)
+	}
+	if _, err := q.LookupBucket("other"); err == nil {
+		t.Fatal("deleted bucket recovered")
+	}
+	vs, err := rb.ListVersions("v")
+	if err != nil || len(vs) != 2 || vs[0].Version != 2 || vs[1].Version != 3 {
+		t.Fatalf("versions %+v, %v", vs, err)
+	}
+	got, _ = rb.GetVersion("v", 2)
+	wantBytes(t, got, fill(5000, 2))
+	res, err := q.Query(Query{Tags: []TagFilter{{Key: "step", Value: "7"}}}, nil)
+	if err != nil || len(res) != 1 || res[0].Name != "big" {
+		t.Fatalf("tag index after recovery: %+v, %v", res, err)
+	}
+	checkAccounting(t, q)
+}
+
+// TestDurableCorrupt: a stored blob whose bytes no longer match their
+// checksum is reported and skipped, the others recovered.
+func TestDurableCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	p := durablePool(t, dir)
+	b, _ := p.Bucket("c", BucketOptions{})
+	if err := b.PutWith("good", []byte("good bytes"), PutOptions{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutWith("bad", []byte("bad bytes!"), PutOptions{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	db, err := bolt.Open(filepath.Join(dir, StoreFile), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		data, _, err := blobsOf(tx, "c", false)
+		if err != nil {
+			return err
+		}
+		return data.Put([]byte("bad"), []byte("bad bytes?"))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := durablePool(t, dir)
+	defer q.Close()
+	if rep := q.StoreReport(); rep.Blobs != 1 || rep.Skipped != 1 || len(rep.Errors) != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	rb, _ := q.LookupBucket("c")
+	if _, err := rb.Get("bad"); err == nil {
+		t.Fatal("corrupt blob recovered")
+	}
+}
+
+// TestDurableNeedsFileTier: without a file tier a durable put fails and
+// leaves nothing behind; a plain pool creates no store file.
+func TestDurableNeedsFileTier(t *testing.T) {
+	p := testPool(t, 1<<20, 0)
+	b := mustBucket(t, p, "x", 0)
+	wantErr(t, b.PutWith("a", []byte("a"), PutOptions{Durable: true}), ErrNotSupported)
+	dir := t.TempDir()
+	q := durablePool(t, dir)
+	defer q.Close()
+	if _, err := os.Stat(filepath.Join(dir, StoreFile)); !os.IsNotExist(err) {
+		t.Fatalf("store made without a durable put: %v", err)
+	}
+	// A second pool on the same directory gets no store while the first
+	// holds it.
+	qb, _ := q.Bucket("x", BucketOptions{})
+	if err := qb.PutWith("a", []byte("a"), PutOptions{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	r := durablePool(t, dir)
+	defer r.Close()
+	rb, _ := r.Bucket("x", BucketOptions{})
+	wantErr(t, rb.PutWith("a", []byte("b"), PutOptions{Durable: true}), ErrBusy)
+}
