@@ -43,7 +43,7 @@ type Pool struct {
 	// mu is a leaf lock: never held while taking a bucket lock.
 	mu      sync.Mutex
 	buckets map[string]*Bucket
-	cat     catalog // name and tag indexes (catalog.go)
+	cat     catalog   // name and tag indexes (catalog.go)
 	st      blobStore // durable named blobs (durable.go)
 
 	// File-tier journal (journal.go): journals per tier (nil entries for
