@@ -87,6 +87,17 @@ func FuzzMethods(f *testing.F) {
 	add(MStats, nil, nil)
 	add(MGet, runtime.NewArgWriter(nil).U64(7).String("b").Bytes(), nil) // a handle that is not open
 	add(MPartialGet, ref("a").String("b").I64(-1).Bytes(), nil)
+	add(MOpenWith, runtime.NewArgWriter(nil).String("a/b").U32(0o640).U32(3).Bytes(), nil)
+	add(MChmod, ref("a").U32(0o644).Bytes(), nil)
+	add(MBucketStat, ref("a").Bytes(), nil)
+	add(MPutWith, ref("a").String("c").U32(0).Bytes(), []byte("data"))
+	add(MPutVersion, ref("a").String("b").U32(0).Bytes(), []byte("v2"))
+	add(MGetVersion, ref("a").String("b").U64(1).Bytes(), nil)
+	add(MListVersions, ref("a").String("b").Bytes(), nil)
+	add(MBuckets, runtime.NewArgWriter(nil).String("a").Bytes(), nil)
+	qw := runtime.NewArgWriter(nil)
+	WriteQuery(qw, Query{Prefix: "a", Tags: []TagFilter{{Key: "k", Range: true, Min: "1"}}, MaxSize: 10})
+	add(MQuery, qw.Bytes(), nil)
 	f.Fuzz(func(t *testing.T, method uint8, args, in []byte) {
 		pool, err := bufferpool.New(bufferpool.Config{Tiers: []bufferpool.TierConfig{
 			{Name: "ram", Kind: bufferpool.KindRAM, Capacity: 4 << 20}}})
