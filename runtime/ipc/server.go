@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +25,23 @@ type Options struct {
 	MaxSegmentSize int64         // default DefaultMaxSegmentSize
 	Spin           time.Duration // pollers' spin before sleeping; default shm.DefaultRingSpin; <0: none
 	Log            logrus.FieldLogger
+	// ForUser makes this a per-user socket of a daemon that serves
+	// several users (a root daemon): it serves UID (and root) instead of
+	// the daemon's own user, and Listen gives the socket and its
+	// directory, which must be that user's alone (UserSocketPath), to
+	// UID:GID. The modules keep users apart by the uid each connection
+	// has (SO_PEERCRED), whichever socket it came through.
+	ForUser  bool
+	UID, GID uint32
+}
+
+// UserSocketPath is where a root daemon listening with ForUser puts the
+// socket of uid: DIR/users/UID/NAME.ipc beside SocketPath(dir, mount).
+// Listen makes DIR/users searchable by all (0711), DIR/users/UID the
+// user's (0700).
+func UserSocketPath(dir, mount string, uid uint32) string {
+	p := SocketPath(dir, mount)
+	return filepath.Join(filepath.Dir(p), "users", strconv.FormatUint(uint64(uid), 10), filepath.Base(p))
 }
 
 // Server accepts clients on a Unix socket and serves their rings with the
@@ -96,8 +115,16 @@ func Listen(path string, rt *runtime.Runtime, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	uid := os.Geteuid()
+	if opts.ForUser {
+		if err := giveToUser(path, opts.UID, opts.GID); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		uid = int(opts.UID)
+	}
 	s := &Server{rt: rt, ln: ln, path: path, opts: opts, log: opts.Log.WithField("ipc", path),
-		uid: os.Geteuid(), conns: map[uint64]*conn{}}
+		uid: uid, conns: map[uint64]*conn{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	rt.AddStatus("ipc", func() any { return s.Stats() })
 	s.wg.Add(1)
@@ -232,3 +259,26 @@ func (s *Server) remove(c *conn) {
 }
 
 var _ io.Closer = (*Server)(nil)
+
+// giveToUser chowns a per-user socket and its directory to uid:gid (the
+// directory stays 0700, now the user's). For a UserSocketPath it also
+// makes DIR/users and DIR searchable (0711, not listable) so that the
+// user can reach it; the daemon's other sockets there stay 0600.
+func giveToUser(path string, uid, gid uint32) error {
+	dir := filepath.Dir(path)
+	for _, p := range []string{path, dir} {
+		if err := os.Chown(p, int(uid), int(gid)); err != nil {
+			return fmt.Errorf("per-user ipc socket for uid %d: %w", uid, err)
+		}
+	}
+	users := filepath.Dir(dir)
+	if filepath.Base(users) != "users" {
+		return nil
+	}
+	for _, p := range []string{users, filepath.Dir(users)} {
+		if err := os.Chmod(p, 0o711); err != nil {
+			return fmt.Errorf("per-user ipc socket for uid %d: %w", uid, err)
+		}
+	}
+	return nil
+}
