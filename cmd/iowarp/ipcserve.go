@@ -30,6 +30,13 @@ type ipcDaemon struct {
 // without a file layer) and listens next to the control socket. admin.stop
 // sends the daemon SIGTERM: the same orderly drain as `runtime stop`.
 func startIPC(cfg *config.Config, pool *bufferpool.Pool, fsys *files.FS) (*ipcDaemon, error) {
+	if r := pool.StoreReport(); r.Buckets > 0 || r.Skipped > 0 || len(r.Errors) > 0 {
+		logrus.Infof("blob store %s: recovered %d durable blobs (%d bytes) in %d buckets, %d skipped", r.Path, r.Blobs,
+			r.Bytes, r.Buckets, r.Skipped)
+		for _, e := range r.Errors {
+			logrus.Warnf("blob store: %s", e)
+		}
+	}
 	d := &ipcDaemon{rt: runtime.New(runtime.Options{})}
 	if err := d.rt.Initialize(cfg); err != nil {
 		d.rt.Shutdown()
