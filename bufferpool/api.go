@@ -70,6 +70,12 @@ type Config struct {
 	// PromoteReads: a blob on a slower tier read at least this many
 	// times (decayed) is promoted when the faster tier has room. 0 = 3.
 	PromoteReads float64
+	// SwapCost: a hot blob is swapped into a faster tier that is at its
+	// low watermark, demoting the coldest blobs there, only when its
+	// score times its size exceeds theirs by SwapCost times the bytes
+	// the swap copies (organizer.go). 0 = 2 (a read and a write per byte
+	// moved); a negative value disables swaps.
+	SwapCost float64
 	// Seed for PlaceRandom (0 = time based).
 	Seed int64
 	// Journal keeps a journal on every file tier of the dirty pages of
@@ -126,13 +132,16 @@ type BlobInfo struct {
 
 // TierStats is a snapshot of one tier.
 type TierStats struct {
-	Name      string `json:"name"`
-	Kind      string `json:"kind"`
-	Capacity  int64  `json:"capacity"`
-	Used      int64  `json:"used"`
-	Blobs     int64  `json:"blobs"`
-	Dirty     int64  `json:"dirty_bytes"`
-	Promoted  uint64 `json:"promoted"`
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+	Capacity int64  `json:"capacity"`
+	Used     int64  `json:"used"`
+	Blobs    int64  `json:"blobs"`
+	Dirty    int64  `json:"dirty_bytes"`
+	Promoted uint64 `json:"promoted"`
+	// Swapped counts the promotions into this tier that demoted colder
+	// blobs to make room (part of Promoted).
+	Swapped   uint64 `json:"swapped"`
 	Demoted   uint64 `json:"demoted"`
 	Evicted   uint64 `json:"evicted"`
 	HighWater int64  `json:"high_watermark_bytes"`

@@ -26,6 +26,7 @@ type Pool struct {
 	tiers        []*tierState
 	placement    string
 	promoteReads float64
+	swapCost     float64
 	interval     time.Duration
 
 	rr     atomic.Uint64 // round-robin cursor
@@ -84,6 +85,9 @@ func New(cfg Config) (*Pool, error) {
 	}
 	if p.promoteReads == 0 {
 		p.promoteReads = 3
+	}
+	if p.swapCost = cfg.SwapCost; p.swapCost == 0 {
+		p.swapCost = 2
 	}
 	if p.interval == 0 {
 		p.interval = 200 * time.Millisecond
@@ -352,6 +356,7 @@ type tierState struct {
 	blobs   atomic.Int64
 	dirty   atomic.Int64 // bytes of dirty blobs
 	promo   atomic.Uint64
+	swaps   atomic.Uint64
 	demo    atomic.Uint64
 	evicts  atomic.Uint64
 	jpages  atomic.Int64 // pages its journal holds as dirty
@@ -414,7 +419,7 @@ func (t *tierState) stats() TierStats {
 	return TierStats{
 		Name: t.cfg.Name, Kind: t.cfg.Kind, Capacity: t.capacity,
 		Used: t.used.Load(), Blobs: t.blobs.Load(), Dirty: t.dirty.Load(),
-		Promoted: t.promo.Load(), Demoted: t.demo.Load(), Evicted: t.evicts.Load(),
+		Promoted: t.promo.Load(), Swapped: t.swaps.Load(), Demoted: t.demo.Load(), Evicted: t.evicts.Load(),
 		HighWater: t.high, Ceiling: t.ceiling.Load(), Journaled: t.jpages.Load(),
 	}
 }
