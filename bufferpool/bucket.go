@@ -129,8 +129,9 @@ type Bucket struct {
 	// jsize is the file's logical size for the journal (SetSharedSize).
 	jsize atomic.Int64
 
-	// meta is the owner, group and mode (meta.go), guarded by mu.
-	meta BucketMeta
+	// meta is the owner, group and mode (meta.go): read without a lock
+	// (every cte request checks it), replaced under mu.
+	meta atomic.Pointer[BucketMeta]
 	// storedFlag: the durable store knows the bucket (written under mu).
 	storedFlag atomic.Bool
 	// kept lists the kept versions of each blob name (versions.go).
@@ -141,8 +142,9 @@ func newBucket(p *Pool, id uint64, name string, opts BucketOptions) *Bucket {
 	b := &Bucket{
 		p: p, id: id, pageSize: opts.PageSize,
 		segs: make([]*segment, len(p.tiers)),
-		meta: metaOf(opts, time.Now()),
 	}
+	m := metaOf(opts, time.Now())
+	b.meta.Store(&m)
 	b.name.Store(&name)
 	if opts.PageSize > 0 {
 		b.pages = make(map[int64]*blob)

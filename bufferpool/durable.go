@@ -204,7 +204,7 @@ func (b *Bucket) putMetaTx(tx *bolt.Tx) error {
 	if err != nil {
 		return err
 	}
-	js, err := json.Marshal(b.meta)
+	js, err := json.Marshal(b.meta.Load())
 	if err != nil {
 		return err
 	}
@@ -387,9 +387,7 @@ func (p *Pool) recoverStore(db *bolt.DB) StoreReport {
 				note("bucket %q: %v", k, err)
 				return nil
 			}
-			b.mu.Lock()
-			b.meta = m // the mode may be 0, which BucketOptions cannot say
-			b.mu.Unlock()
+			b.meta.Store(&m) // the mode may be 0, which BucketOptions cannot say
 			b.storedFlag.Store(true)
 			rep.Buckets++
 			data, meta, err := blobsOf(tx, string(k), false)

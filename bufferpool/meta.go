@@ -97,11 +97,7 @@ func (m BucketMeta) Permits(uid, gid, want uint32) bool {
 func (m BucketMeta) OwnedBy(uid uint32) bool { return uid == 0 || uid == m.Owner }
 
 // Meta returns the bucket's owner, group and mode.
-func (b *Bucket) Meta() BucketMeta {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.meta
-}
+func (b *Bucket) Meta() BucketMeta { return *b.meta.Load() }
 
 // Stored reports whether the durable store holds the bucket (durable.go).
 func (b *Bucket) Stored() bool { return b.storedFlag.Load() }
@@ -116,7 +112,9 @@ func (b *Bucket) Chmod(mode uint32) error {
 	if err := b.checkLocked(); err != nil {
 		return err
 	}
-	b.meta.Mode = mode
+	m := b.Meta()
+	m.Mode = mode
+	b.meta.Store(&m)
 	return b.storeMetaLocked()
 }
 
@@ -127,7 +125,9 @@ func (b *Bucket) Chown(uid, gid uint32) error {
 	if err := b.checkLocked(); err != nil {
 		return err
 	}
-	b.meta.Owner, b.meta.Group = uid, gid
+	m := b.Meta()
+	m.Owner, m.Group = uid, gid
+	b.meta.Store(&m)
 	return b.storeMetaLocked()
 }
 

@@ -150,7 +150,7 @@ func (b *Bucket) keptLocked(name string) []*blob {
 // pruneLocked drops the oldest kept versions past KeepVersions.
 func (b *Bucket) pruneLocked(name string) error {
 	kept := b.keptLocked(name)
-	extra := len(kept) + 1 - b.meta.KeepVersions
+	extra := len(kept) + 1 - b.Meta().KeepVersions
 	var first error
 	for i := 0; i < extra && i < len(kept); i++ {
 		first = cmpErr(first, b.unstoreBlobLocked(kept[i]))
