@@ -125,7 +125,7 @@ func (s *blobStore) open() (*bolt.DB, error) {
 	if s.path == "" {
 		return nil, fmt.Errorf("durable put: no file tier to keep blobs on: %w", ErrNotSupported)
 	}
-	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: 100 * time.Millisecond})
+	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: 100 * time.Millisecond, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
 			err = fmt.Errorf("blob store %s is held by another daemon: %w", s.path, ErrBusy)
@@ -230,7 +230,7 @@ func (b *Bucket) storeBlobLocked(bl *blob) error {
 		return err
 	}
 	key := []byte(bl.name)
-	err = db.Batch(func(tx *bolt.Tx) error {
+	err = db.Update(func(tx *bolt.Tx) error {
 		if err := b.putMetaTx(tx); err != nil {
 			return err
 		}
@@ -261,7 +261,7 @@ func (b *Bucket) unstoreBlobLocked(bl *blob) error {
 		return nil
 	}
 	key := []byte(bl.name)
-	err := db.Batch(func(tx *bolt.Tx) error {
+	err := db.Update(func(tx *bolt.Tx) error {
 		data, meta, err := blobsOf(tx, b.Name(), false)
 		if err != nil || data == nil {
 			return err
@@ -284,7 +284,7 @@ func (b *Bucket) renameStoredLocked(bl *blob, from, to string) error {
 	if !bl.durable || db == nil {
 		return nil
 	}
-	return db.Batch(func(tx *bolt.Tx) error {
+	return db.Update(func(tx *bolt.Tx) error {
 		data, meta, err := blobsOf(tx, b.Name(), false)
 		if err != nil || data == nil {
 			return err
@@ -312,7 +312,7 @@ func (b *Bucket) storeBlobMetaLocked(bl *blob) error {
 		return nil
 	}
 	key := []byte(bl.name)
-	return db.Batch(func(tx *bolt.Tx) error {
+	return db.Update(func(tx *bolt.Tx) error {
 		_, meta, err := blobsOf(tx, b.Name(), false)
 		if err != nil || meta == nil {
 			return err
@@ -336,7 +336,7 @@ func (b *Bucket) storeMetaLocked() error {
 	if !b.storedFlag.Load() || db == nil {
 		return nil
 	}
-	return db.Batch(b.putMetaTx)
+	return db.Update(b.putMetaTx)
 }
 
 // unstoreBucketLocked removes the bucket from the store (DeleteBucket).
@@ -346,7 +346,7 @@ func (b *Bucket) unstoreBucketLocked() error {
 		return nil
 	}
 	name := []byte(b.Name())
-	err := db.Batch(func(tx *bolt.Tx) error {
+	err := db.Update(func(tx *bolt.Tx) error {
 		if top := tx.Bucket(keyBuckets); top != nil {
 			if err := top.Delete(name); err != nil {
 				return err
