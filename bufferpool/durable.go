@@ -40,8 +40,10 @@ import (
 // kill -9 (the last committed meta page wins), and is already in the
 // module graph of the cluster work through etcd; v1.4.x is the line etcd
 // v3.6 ships. Its cost is a copy of each durable blob in the store file
-// (not counted in the tier's capacity) and one fsync per commit (Batch
-// groups concurrent durable puts into one commit).
+// (not counted in the tier's capacity) and a commit per durable put (two
+// fdatasyncs), made while the bucket is write-locked: durable puts to one
+// bucket are serialised, those to different buckets wait on bbolt's
+// writer lock.
 //
 // The store's file is flock'ed: a second pool on the same directory gets
 // no store (its durable puts fail with ErrBusy) and recovers nothing.

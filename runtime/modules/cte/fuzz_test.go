@@ -124,3 +124,33 @@ func FuzzMethods(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadQuery: the query a client sends. No panic; an error returns
+// the zero Query; a decoded one encodes back to its bytes.
+func FuzzReadQuery(f *testing.F) {
+	w := runtime.NewArgWriter(nil)
+	WriteQuery(w, Query{Prefix: "sim/run1", Tags: []TagFilter{{Key: "step", Range: true, Min: "1", Max: "9"},
+		{Key: "var", Value: "t"}}, MinSize: 1, MaxSize: 1 << 20, ModifiedAfter: time.Unix(0, 12345), Limit: 10})
+	f.Add(w.Bytes())
+	f.Add(w.Bytes()[:20])
+	f.Add(runtime.NewArgWriter(nil).String("").U32(MaxQueryTags + 1).Bytes())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := runtime.NewArgReader(b)
+		q := ReadQuery(r)
+		if r.Err() != nil {
+			if q.Prefix != "" || q.Tags != nil || q.MinSize != 0 || q.MaxSize != 0 || q.Limit != 0 ||
+				!q.ModifiedAfter.IsZero() || !q.ModifiedBefore.IsZero() {
+				t.Fatalf("error %v with a partial query %+v", r.Err(), q)
+			}
+			return
+		}
+		if r.Done() != nil {
+			return
+		}
+		w := runtime.NewArgWriter(nil)
+		WriteQuery(w, q)
+		if !bytes.Equal(w.Bytes(), b) {
+			t.Fatalf("query %+v does not encode back to %x", q, b)
+		}
+	})
+}
