@@ -140,7 +140,6 @@ func keys2(rs []QueryResult) []string {
 	return out
 }
 
-
 // refs counts the index's entries (blob, tag) and checks that every
 // value listed has blobs.
 func (c *catalog) refs() int {
