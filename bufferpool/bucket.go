@@ -136,6 +136,10 @@ type Bucket struct {
 	storedFlag atomic.Bool
 	// kept lists the kept versions of each blob name (versions.go).
 	kept map[string][]uint64
+	// unloaded names the stored blobs recovery could not put back (no
+	// room, bad checksum): a plain write or a delete of one still drops
+	// its stored copy (durable.go).
+	unloaded map[string]bool
 }
 
 func newBucket(p *Pool, id uint64, name string, opts BucketOptions) *Bucket {
@@ -550,10 +554,14 @@ func (b *Bucket) deleteNamedLocked(name string) error {
 	}
 	bl := b.named[name]
 	kept := b.keptLocked(name)
-	if bl == nil && len(kept) == 0 {
+	var err error
+	if bl == nil && b.unloaded[name] {
+		// In the store, not in the pool (recovery skipped it).
+		err = b.unstoreBlobLocked(&blob{name: name, page: -1})
+	} else if bl == nil && len(kept) == 0 {
 		return fmt.Errorf("blob %q of bucket %s: %w", name, b.Name(), ErrNotFound)
 	}
-	err := b.deleteVersionsLocked(name)
+	err = cmpErr(err, b.deleteVersionsLocked(name))
 	if bl != nil {
 		err = cmpErr(err, b.unstoreBlobLocked(bl))
 		err = cmpErr(err, b.removeLocked(bl))

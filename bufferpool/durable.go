@@ -255,6 +255,10 @@ func (b *Bucket) storeBlobLocked(bl *blob) error {
 
 // unstoreBlobLocked removes bl's stored copy, if it has one.
 func (b *Bucket) unstoreBlobLocked(bl *blob) error {
+	if b.unloaded[bl.name] {
+		delete(b.unloaded, bl.name)
+		bl.durable = true // the store has a copy under this name
+	}
 	if !bl.durable {
 		return nil
 	}
@@ -405,10 +409,12 @@ func (p *Pool) recoverStore(db *bolt.DB) StoreReport {
 				d := data.Get(name)
 				if int64(len(d)) != sb.Size || crc32.Checksum(d, tier.Castagnoli) != sb.CRC {
 					note("blob %q of %q: %d bytes, checksum does not match: %v", name, k, len(d), tier.ErrCorrupt)
+					b.markUnloaded(string(name))
 					return nil
 				}
 				if err := b.restore(string(name), d, sb); err != nil {
 					note("blob %q of %q: %v", name, k, err)
+					b.markUnloaded(string(name))
 					return nil
 				}
 				rep.Blobs++
@@ -421,6 +427,17 @@ func (p *Pool) recoverStore(db *bolt.DB) StoreReport {
 		rep.Errors = append(rep.Errors, err.Error())
 	}
 	return rep
+}
+
+// markUnloaded records a stored blob recovery skipped (kept in the
+// store for a later daemon unless this one overwrites or deletes it).
+func (b *Bucket) markUnloaded(name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.unloaded == nil {
+		b.unloaded = make(map[string]bool)
+	}
+	b.unloaded[name] = true
 }
 
 // restore puts a recovered blob into the bucket, marked durable.

@@ -160,3 +160,47 @@ func TestDurableNeedsFileTier(t *testing.T) {
 	rb, _ := r.Bucket("x", BucketOptions{})
 	wantErr(t, rb.PutWith("a", []byte("b"), PutOptions{Durable: true}), ErrBusy)
 }
+
+// TestDurableUnloaded: a stored blob recovery could not put back (here a
+// corrupt one) stays in the store, but a plain put or a delete of its name
+// drops it, so that a later restart does not bring it back.
+func TestDurableUnloaded(t *testing.T) {
+	dir := t.TempDir()
+	p := durablePool(t, dir)
+	b, _ := p.Bucket("u", BucketOptions{})
+	for _, n := range []string{"x", "y", "z"} {
+		if err := b.PutWith(n, []byte("stored "+n), PutOptions{Durable: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Close()
+	db, err := bolt.Open(filepath.Join(dir, StoreFile), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error {
+		data, _, _ := blobsOf(tx, "u", false)
+		for _, n := range []string{"x", "y", "z"} {
+			data.Put([]byte(n), []byte("corrupt!"))
+		}
+		return nil
+	})
+	db.Close()
+	q := durablePool(t, dir)
+	qb, _ := q.LookupBucket("u")
+	if rep := q.StoreReport(); rep.Skipped != 3 {
+		t.Fatalf("report %+v", rep)
+	}
+	if err := qb.Put("x", []byte("new, plain")); err != nil {
+		t.Fatal(err)
+	}
+	if err := qb.Delete("y"); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	r := durablePool(t, dir)
+	defer r.Close()
+	if rep := r.StoreReport(); rep.Skipped != 1 || rep.Blobs != 0 {
+		t.Fatalf("after overwrite and delete: %+v, want only z left (skipped)", rep)
+	}
+}
