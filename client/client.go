@@ -147,10 +147,17 @@ func (o Options) SocketPath() string {
 		mnt = os.Getenv(EnvMount)
 	}
 	if mnt != "" {
-		return ipc.SocketPath(dir, mnt)
+		p := ipc.SocketPath(dir, mnt)
+		if _, err := os.Lstat(p); err != nil && o.ControlDir == "" {
+			if u := RootUserSocket("", mnt); u != "" {
+				return u
+			}
+		}
+		return p
 	}
 	// Nothing named: the daemon of /iowarp, or else a daemon without a
-	// mount (config mount: "").
+	// mount (config mount: ""), or else this user's socket of a root
+	// daemon serving several users.
 	def := ipc.SocketPath(dir, DefaultMount)
 	if _, err := os.Lstat(def); err != nil {
 		if alt := ipc.SocketPath(dir, ""); alt != def {
@@ -158,8 +165,37 @@ func (o Options) SocketPath() string {
 				return alt
 			}
 		}
+		if o.ControlDir == "" {
+			for _, m := range []string{DefaultMount, ""} {
+				if u := RootUserSocket("", m); u != "" {
+					return u
+				}
+			}
+		}
 	}
 	return def
+}
+
+// RootDir is the socket directory of a root daemon.
+const RootDir = "/run/iowarp"
+
+// RootUserSocket returns this user's socket of the root daemon serving
+// mount (ipc.UserSocketPath in dir, "" = RootDir) if it exists, else "".
+// A root daemon serves other users there when started with
+// IOWARP_IPC_USERS (see the README).
+func RootUserSocket(dir, mount string) string {
+	if dir == "" {
+		dir = RootDir
+	}
+	uid := os.Geteuid()
+	if uid == 0 {
+		return ""
+	}
+	p := ipc.UserSocketPath(dir, mount, uint32(uid))
+	if _, err := os.Lstat(p); err != nil {
+		return ""
+	}
+	return p
 }
 
 // Client is a connection to the daemon.

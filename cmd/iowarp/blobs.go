@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,9 +41,27 @@ func (t *ipcTarget) options() (client.Options, error) {
 	}
 	d, err := t.sel.pick("")
 	if err != nil {
+		// No daemon of this user: this user's socket of a root daemon
+		// serving several users, if there is one.
+		for _, m := range t.userMounts() {
+			if u := client.RootUserSocket(t.sel.controlDir, m); u != "" {
+				return client.Options{Socket: u}, nil
+			}
+		}
 		return client.Options{}, err
 	}
 	return client.Options{Socket: d.IPCSocket()}, nil
+}
+
+// userMounts are the mounts whose root daemon's per-user socket options
+// looks for: --mount, else /iowarp and none.
+func (t *ipcTarget) userMounts() []string {
+	if t.sel.mount != "" {
+		if abs, err := filepath.Abs(t.sel.mount); err == nil {
+			return []string{abs}
+		}
+	}
+	return []string{client.DefaultMount, ""}
 }
 
 func (t *ipcTarget) connect() (*client.Client, error) {

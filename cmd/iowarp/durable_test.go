@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -146,5 +147,82 @@ func TestLsPrefixAndChmod(t *testing.T) {
 	}
 	if msg, err := cliErr("put", "--control-dir", ctl, "a//b", "x", "/dev/null"); err == nil || !strings.Contains(msg, "empty component") {
 		t.Fatalf("bad name: %v %s", err, msg)
+	}
+}
+
+// TestRootDaemonServesUsers: a root daemon started with IOWARP_IPC_USERS
+// gives each listed uid a socket of its own; `iowarp put/get/ls` run as
+// those uids find it by themselves, and each user's buckets are the
+// user's: the other can neither read, list nor delete them.
+func TestRootDaemonServesUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the daemon serves other uids")
+	}
+	const alice, bob = 65533, 65534
+	dir := t.TempDir()
+	for p := dir; p != "/" && p != "/tmp"; p = filepath.Dir(p) {
+		os.Chmod(p, 0o711) // the test's own directories: reachable by the users
+	}
+	exe := filepath.Join(dir, "iowarp")
+	if data, err := os.ReadFile(os.Args[0]); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(exe, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctl := filepath.Join(dir, "ctl")
+	cfg := filepath.Join(dir, "cte.yaml")
+	yaml := "mount: \"\"\ncontrol_dir: " + ctl + "\ntiers:\n  - name: ram\n    kind: ram\n    capacity: 64MiB\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envIPCUsers, "65533, 65534")
+	startCTE(t, cfg, ipc.UserSocketPath(ctl, "", bob))
+	as := func(uid uint32, stdin string, args ...string) (string, error) {
+		cmd := exec.Command(exe, append(args, "--control-dir", ctl)...)
+		cmd.Env = append(os.Environ(), cliEnv+"=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		if err != nil {
+			return out.String() + errb.String(), err
+		}
+		return out.String(), nil
+	}
+	must := func(out string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		return out
+	}
+	denied := func(out string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(out, "permission denied") {
+			t.Fatalf("want permission denied, got %v: %s", err, out)
+		}
+	}
+	must(as(alice, "alice's data", "put", "alice/run1", "x", "-"))
+	must(as(bob, "bob's data", "put", "bob/run1", "y", "-"))
+	if got := must(as(alice, "", "get", "alice/run1", "x", "-")); got != "alice's data" {
+		t.Fatalf("alice reads %q", got)
+	}
+	denied(as(bob, "", "get", "alice/run1", "x", "-"))
+	denied(as(bob, "", "rm", "--bucket", "alice/run1"))
+	denied(as(alice, "", "get", "bob/run1", "y", "-"))
+	if got := must(as(bob, "", "ls")); got != "bob/run1\n" {
+		t.Fatalf("bob lists %q", got)
+	}
+	if got := must(as(alice, "", "ls", "-l")); !strings.Contains(got, "alice/run1  65533") || strings.Contains(got, "bob") {
+		t.Fatalf("alice lists %q", got)
+	}
+	// Root, on the daemon's own socket, sees both and may delete.
+	if got := runCLI(t, nil, "ls", "--control-dir", ctl); got != "alice/run1\nbob/run1\n" {
+		t.Fatalf("root lists %q", got)
+	}
+	runCLI(t, nil, "rm", "--control-dir", ctl, "--bucket", "bob/run1")
+	if got := must(as(bob, "", "ls")); got != "" {
+		t.Fatalf("bob lists %q after root deleted his bucket", got)
 	}
 }

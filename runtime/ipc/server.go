@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,13 +37,19 @@ type Options struct {
 }
 
 // UserSocketPath is where a root daemon listening with ForUser puts the
-// socket of uid: DIR/users/UID/NAME.ipc beside SocketPath(dir, mount).
-// Listen makes DIR/users searchable by all (0711), DIR/users/UID the
-// user's (0700).
+// socket of uid: DIR-users/UID/NAME.ipc for the socket DIR/NAME.ipc of
+// SocketPath(dir, mount) (/run/iowarp-users/1000/... for root's
+// /run/iowarp): outside the control directory, which stays 0700 and
+// root's. Listen makes DIR-users searchable by all (0711, not listable)
+// and DIR-users/UID the user's (0700).
 func UserSocketPath(dir, mount string, uid uint32) string {
 	p := SocketPath(dir, mount)
-	return filepath.Join(filepath.Dir(p), "users", strconv.FormatUint(uint64(uid), 10), filepath.Base(p))
+	cd := filepath.Dir(p)
+	return filepath.Join(filepath.Dir(cd), filepath.Base(cd)+userDirSuffix, strconv.FormatUint(uint64(uid), 10),
+		filepath.Base(p))
 }
+
+const userDirSuffix = "-users"
 
 // Server accepts clients on a Unix socket and serves their rings with the
 // modules of a runtime. Safe for concurrent use.
@@ -262,8 +269,8 @@ var _ io.Closer = (*Server)(nil)
 
 // giveToUser chowns a per-user socket and its directory to uid:gid (the
 // directory stays 0700, now the user's). For a UserSocketPath it also
-// makes DIR/users and DIR searchable (0711, not listable) so that the
-// user can reach it; the daemon's other sockets there stay 0600.
+// makes DIR-users searchable (0711, not listable) so that the user can
+// reach it.
 func giveToUser(path string, uid, gid uint32) error {
 	dir := filepath.Dir(path)
 	for _, p := range []string{path, dir} {
@@ -272,13 +279,11 @@ func giveToUser(path string, uid, gid uint32) error {
 		}
 	}
 	users := filepath.Dir(dir)
-	if filepath.Base(users) != "users" {
+	if !strings.HasSuffix(filepath.Base(users), userDirSuffix) {
 		return nil
 	}
-	for _, p := range []string{users, filepath.Dir(users)} {
-		if err := os.Chmod(p, 0o711); err != nil {
-			return fmt.Errorf("per-user ipc socket for uid %d: %w", uid, err)
-		}
+	if err := os.Chmod(users, 0o711); err != nil {
+		return fmt.Errorf("per-user ipc socket for uid %d: %w", uid, err)
 	}
 	return nil
 }
