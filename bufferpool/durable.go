@@ -111,7 +111,9 @@ func (p *Pool) openStore() error {
 	}
 	db, err := p.st.open()
 	if err != nil {
-		return nil // durable puts will say why
+		// Durable puts will fail saying why; the daemon logs it now.
+		p.st.rep = StoreReport{Path: p.st.path, Errors: []string{err.Error()}}
+		return nil
 	}
 	p.st.rep = p.recoverStore(db)
 	return nil

@@ -204,3 +204,30 @@ func TestDurableUnloaded(t *testing.T) {
 		t.Fatalf("after overwrite and delete: %+v, want only z left (skipped)", rep)
 	}
 }
+
+// TestDurableBadStore: a store file that is not a bbolt database leaves
+// the pool working, says so in the report, and fails durable puts with
+// an error instead of overwriting it.
+func TestDurableBadStore(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, StoreFile)
+	junk := []byte("not a database, but someone's file")
+	if err := os.WriteFile(path, junk, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := durablePool(t, dir)
+	defer p.Close()
+	if rep := p.StoreReport(); len(rep.Errors) != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	b, _ := p.Bucket("x", BucketOptions{})
+	if err := b.PutWith("a", []byte("a"), PutOptions{Durable: true}); err == nil {
+		t.Fatal("durable put into a broken store succeeded")
+	}
+	if err := b.Put("a", []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != string(junk) {
+		t.Fatal("the broken store file was changed")
+	}
+}
