@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,9 +165,7 @@ func TestRootDaemonServesUsers(t *testing.T) {
 		os.Chmod(p, 0o711) // the test's own directories: reachable by the users
 	}
 	exe := filepath.Join(dir, "iowarp")
-	if data, err := os.ReadFile(os.Args[0]); err != nil {
-		t.Fatal(err)
-	} else if err := os.WriteFile(exe, data, 0o755); err != nil {
+	if err := copyFile(os.Args[0], exe, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	ctl := filepath.Join(dir, "ctl")
@@ -225,4 +224,22 @@ func TestRootDaemonServesUsers(t *testing.T) {
 	if got := must(as(bob, "", "ls")); got != "" {
 		t.Fatalf("bob lists %q after root deleted his bucket", got)
 	}
+}
+
+// copyFile copies src to a new file dst with mode perm.
+func copyFile(src, dst string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
