@@ -78,8 +78,9 @@
 //	Pool.orgMu (one organizer pass at a time)
 //	  -> Bucket.mu (one bucket at a time, blocking)
 //	    -> other Bucket.mu, TryLock/TryRLock only
-//	      -> Pool.mu (leaf: bucket map)
-//	      -> catalog.mu (leaf: name and tag indexes)
+//	      -> Pool.mu (bucket map)
+//	        -> catalog.mu (leaf: name and tag indexes; also taken
+//	           under a bucket's lock alone, for tags)
 //	      -> the blob store's transaction (bbolt's lock; durable.go)
 //
 // Bucket.mu (an RWMutex) guards the bucket's blob map, segments and blob

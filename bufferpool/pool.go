@@ -246,11 +246,13 @@ func (p *Pool) DeleteBucket(name string) error {
 	}
 	b := p.buckets[name]
 	delete(p.buckets, name)
+	if b != nil {
+		p.cat.removeName(name) // under mu: a new bucket of that name stays indexed
+	}
 	p.mu.Unlock()
 	if b == nil {
 		return fmt.Errorf("delete bucket %q: %w", name, ErrNotFound)
 	}
-	p.cat.removeName(name)
 	if err := b.drop(); err != nil {
 		return fmt.Errorf("delete bucket %q: %w", name, err)
 	}
