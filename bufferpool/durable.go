@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -56,8 +57,8 @@ import (
 const StoreFile = "iowarp-blobs.db"
 
 // Top-level bbolt buckets: bucket name -> BucketMeta JSON, and a nested
-// bucket per pool bucket holding "d" (blob -> bytes) and "m" (blob ->
-// storedBlob JSON).
+// bucket per pool bucket, keyed by name and incarnation (storeKey),
+// holding "d" (blob -> bytes) and "m" (blob -> storedBlob JSON).
 var (
 	keyBuckets = []byte("buckets")
 	keyBlobs   = []byte("blobs")
@@ -168,9 +169,14 @@ func (p *Pool) StoreReport() StoreReport {
 	return r
 }
 
-// blobsOf returns the data and meta buckets of pool bucket name in tx,
-// creating them if create.
-func blobsOf(tx *bolt.Tx, name string, create bool) (data, meta *bolt.Bucket, err error) {
+// storeKey names the nested bbolt bucket of a pool bucket's blobs.
+func storeKey(name string, inc uint64) string { return name + "\x00" + strconv.FormatUint(inc, 16) }
+
+func (b *Bucket) storeKey() string { return storeKey(b.Name(), b.Meta().Incarnation) }
+
+// blobsOf returns the data and meta buckets of the nested bucket key
+// (storeKey) in tx, creating them if create.
+func blobsOf(tx *bolt.Tx, key string, create bool) (data, meta *bolt.Bucket, err error) {
 	top := tx.Bucket(keyBlobs)
 	if top == nil {
 		if !create {
@@ -180,12 +186,12 @@ func blobsOf(tx *bolt.Tx, name string, create bool) (data, meta *bolt.Bucket, er
 			return nil, nil, err
 		}
 	}
-	nb := top.Bucket([]byte(name))
+	nb := top.Bucket([]byte(key))
 	if nb == nil {
 		if !create {
 			return nil, nil, nil
 		}
-		if nb, err = top.CreateBucket([]byte(name)); err != nil {
+		if nb, err = top.CreateBucket([]byte(key)); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -202,13 +208,21 @@ func blobsOf(tx *bolt.Tx, name string, create bool) (data, meta *bolt.Bucket, er
 	return data, meta, err
 }
 
-// putMetaTx records the bucket's meta.
+// putMetaTx records the bucket's meta, unless a later incarnation of its
+// name is recorded (this one is being deleted: its blobs go with it).
 func (b *Bucket) putMetaTx(tx *bolt.Tx) error {
 	top, err := tx.CreateBucketIfNotExists(keyBuckets)
 	if err != nil {
 		return err
 	}
-	js, err := json.Marshal(b.meta.Load())
+	m := b.meta.Load()
+	if old := top.Get([]byte(b.Name())); old != nil {
+		var om BucketMeta
+		if json.Unmarshal(old, &om) == nil && om.Incarnation > m.Incarnation {
+			return nil
+		}
+	}
+	js, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
@@ -238,7 +252,7 @@ func (b *Bucket) storeBlobLocked(bl *blob) error {
 		if err := b.putMetaTx(tx); err != nil {
 			return err
 		}
-		data, meta, err := blobsOf(tx, b.Name(), true)
+		data, meta, err := blobsOf(tx, b.storeKey(), true)
 		if err != nil {
 			return err
 		}
@@ -270,7 +284,7 @@ func (b *Bucket) unstoreBlobLocked(bl *blob) error {
 	}
 	key := []byte(bl.name)
 	err := db.Update(func(tx *bolt.Tx) error {
-		data, meta, err := blobsOf(tx, b.Name(), false)
+		data, meta, err := blobsOf(tx, b.storeKey(), false)
 		if err != nil || data == nil {
 			return err
 		}
@@ -293,7 +307,7 @@ func (b *Bucket) renameStoredLocked(bl *blob, from, to string) error {
 		return nil
 	}
 	return db.Update(func(tx *bolt.Tx) error {
-		data, meta, err := blobsOf(tx, b.Name(), false)
+		data, meta, err := blobsOf(tx, b.storeKey(), false)
 		if err != nil || data == nil {
 			return err
 		}
@@ -321,7 +335,7 @@ func (b *Bucket) storeBlobMetaLocked(bl *blob) error {
 	}
 	key := []byte(bl.name)
 	return db.Update(func(tx *bolt.Tx) error {
-		_, meta, err := blobsOf(tx, b.Name(), false)
+		_, meta, err := blobsOf(tx, b.storeKey(), false)
 		if err != nil || meta == nil {
 			return err
 		}
@@ -353,15 +367,18 @@ func (b *Bucket) unstoreBucketLocked() error {
 	if !b.storedFlag.Load() || db == nil {
 		return nil
 	}
-	name := []byte(b.Name())
+	name, key, inc := []byte(b.Name()), []byte(b.storeKey()), b.Meta().Incarnation
 	err := db.Update(func(tx *bolt.Tx) error {
 		if top := tx.Bucket(keyBuckets); top != nil {
-			if err := top.Delete(name); err != nil {
-				return err
+			var om BucketMeta
+			if v := top.Get(name); v != nil && (json.Unmarshal(v, &om) != nil || om.Incarnation == inc) {
+				if err := top.Delete(name); err != nil {
+					return err
+				}
 			}
 		}
-		if top := tx.Bucket(keyBlobs); top != nil && top.Bucket(name) != nil {
-			return top.DeleteBucket(name)
+		if top := tx.Bucket(keyBlobs); top != nil && top.Bucket(key) != nil {
+			return top.DeleteBucket(key)
 		}
 		return nil
 	})
@@ -378,6 +395,7 @@ func (p *Pool) recoverStore(db *bolt.DB) StoreReport {
 			rep.Errors = append(rep.Errors, fmt.Sprintf(format, a...))
 		}
 	}
+	live := map[string]bool{}
 	err := db.View(func(tx *bolt.Tx) error {
 		top := tx.Bucket(keyBuckets)
 		if top == nil {
@@ -398,7 +416,8 @@ func (p *Pool) recoverStore(db *bolt.DB) StoreReport {
 			b.meta.Store(&m) // the mode may be 0, which BucketOptions cannot say
 			b.storedFlag.Store(true)
 			rep.Buckets++
-			data, meta, err := blobsOf(tx, string(k), false)
+			live[storeKey(string(k), m.Incarnation)] = true
+			data, meta, err := blobsOf(tx, storeKey(string(k), m.Incarnation), false)
 			if err != nil || data == nil {
 				return err
 			}
@@ -424,6 +443,30 @@ func (p *Pool) recoverStore(db *bolt.DB) StoreReport {
 				return nil
 			})
 		})
+	})
+	if err != nil {
+		rep.Errors = append(rep.Errors, err.Error())
+		return rep
+	}
+	// Blobs of buckets no record names (deleted while being stored).
+	err = db.Update(func(tx *bolt.Tx) error {
+		top := tx.Bucket(keyBlobs)
+		if top == nil {
+			return nil
+		}
+		var orphans [][]byte
+		top.ForEachBucket(func(k []byte) error {
+			if !live[string(k)] {
+				orphans = append(orphans, append([]byte(nil), k...))
+			}
+			return nil
+		})
+		for _, k := range orphans {
+			if err := top.DeleteBucket(k); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		rep.Errors = append(rep.Errors, err.Error())

@@ -1,6 +1,7 @@
 package bufferpool
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -116,7 +117,7 @@ func TestDurableCorrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		data, _, err := blobsOf(tx, "c", false)
+		data, _, err := blobsOf(tx, storedKeyOf(tx, "c"), false)
 		if err != nil {
 			return err
 		}
@@ -179,7 +180,7 @@ func TestDurableUnloaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Update(func(tx *bolt.Tx) error {
-		data, _, _ := blobsOf(tx, "u", false)
+		data, _, _ := blobsOf(tx, storedKeyOf(tx, "u"), false)
 		for _, n := range []string{"x", "y", "z"} {
 			data.Put([]byte(n), []byte("corrupt!"))
 		}
@@ -229,5 +230,64 @@ func TestDurableBadStore(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(path); string(got) != string(junk) {
 		t.Fatal("the broken store file was changed")
+	}
+}
+
+// storedKeyOf is the store key of bucket name as its record says.
+func storedKeyOf(tx *bolt.Tx, name string) string {
+	var m BucketMeta
+	json.Unmarshal(tx.Bucket(keyBuckets).Get([]byte(name)), &m)
+	return storeKey(name, m.Incarnation)
+}
+
+// TestDurableDeleteRace: a bucket deleted while a new bucket of its name
+// stores blobs takes only its own blobs out of the store, and blobs no
+// record names are dropped at recovery.
+func TestDurableDeleteRace(t *testing.T) {
+	dir := t.TempDir()
+	p := durablePool(t, dir)
+	old, _ := p.Bucket("r", BucketOptions{})
+	if err := old.PutWith("a", []byte("old"), PutOptions{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	// As DeleteBucket does it, in the worst order: the name is free, a
+	// new bucket of that name stores a blob, then the old one's drop
+	// takes it out of the store.
+	p.mu.Lock()
+	delete(p.buckets, "r")
+	p.cat.removeName("r")
+	p.mu.Unlock()
+	nb, _ := p.Bucket("r", BucketOptions{})
+	if nb == old || nb.Meta().Incarnation <= old.Meta().Incarnation {
+		t.Fatalf("incarnations %d, %d", old.Meta().Incarnation, nb.Meta().Incarnation)
+	}
+	if err := nb.PutWith("b", []byte("new"), PutOptions{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	// The old bucket, not yet dropped, stores once more (a put racing its
+	// deletion): its record must not replace the new one's.
+	if err := old.PutWith("c", []byte("late"), PutOptions{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.drop(); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	q := durablePool(t, dir)
+	defer q.Close()
+	rb, err := q.LookupBucket("r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rb.Get("b"); err != nil || string(got) != "new" {
+		t.Fatalf("new bucket's blob: %q, %v", got, err)
+	}
+	for _, n := range []string{"a", "c"} {
+		if _, err := rb.Get(n); err == nil {
+			t.Fatalf("deleted bucket's blob %s came back", n)
+		}
+	}
+	if rep := q.StoreReport(); rep.Blobs != 1 || len(rep.Errors) != 0 {
+		t.Fatalf("report %+v", rep)
 	}
 }

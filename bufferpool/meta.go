@@ -73,6 +73,11 @@ type BucketMeta struct {
 	// KeepVersions is how many versions of a blob PutVersion keeps,
 	// the current one included.
 	KeepVersions int `json:"keep_versions"`
+	// Incarnation tells the bucket from earlier ones of the same name
+	// (when it was made, in unix ns): the blob store keys by it, so that
+	// a bucket deleted while a new one of its name is being stored never
+	// takes the new one's blobs with it.
+	Incarnation uint64 `json:"incarnation"`
 }
 
 // Permits reports whether uid (primary group gid) may use the bucket for
@@ -134,7 +139,7 @@ func (b *Bucket) Chown(uid, gid uint32) error {
 // metaOf is the meta of a new bucket made with opts.
 func metaOf(opts BucketOptions, now time.Time) BucketMeta {
 	m := BucketMeta{Owner: opts.Owner, Group: opts.Group, Mode: opts.Mode & 0o777, Created: now,
-		KeepVersions: opts.KeepVersions}
+		KeepVersions: opts.KeepVersions, Incarnation: uint64(now.UnixNano())}
 	if opts.Mode == 0 {
 		m.Mode = DefaultBucketMode
 	}
