@@ -292,7 +292,8 @@ func newLsCmd() *cobra.Command {
 		Short: "List buckets (under PREFIX), the blobs of BUCKET, blobs matching filters, or the versions of BLOB",
 		Long: `List the running daemon's buckets that you may read. With PREFIX, those named
 PREFIX or below it (sim/run1 lists sim/run1 and sim/run1/..., not sim/run10).
-With the name of a bucket (and not --buckets), its blobs. With filters
+With the name of a bucket (and neither --buckets nor a trailing '/'), its
+blobs. With filters
 (--tag KEY=VALUE, --tag KEY=MIN..MAX, --min-size, --max-size, --since,
 --before) the matching blobs of the buckets under PREFIX, answered from the
 daemon's name and tag indexes. With --versions BUCKET BLOB, the versions kept.`,
