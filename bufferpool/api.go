@@ -151,6 +151,9 @@ type TierStats struct {
 	// Journaled is the pages this tier's journal holds as dirty: what a
 	// restart after kill -9 would write back.
 	Journaled int64 `json:"journaled_pages"`
+	// Stored is the bytes the durable copies of named blobs take in the
+	// blob store on this tier (part of Used; durable.go).
+	Stored int64 `json:"stored_bytes,omitempty"`
 }
 
 // Stats is a snapshot of the pool.

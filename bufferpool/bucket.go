@@ -136,10 +136,11 @@ type Bucket struct {
 	storedFlag atomic.Bool
 	// kept lists the kept versions of each blob name (versions.go).
 	kept map[string][]uint64
-	// unloaded names the stored blobs recovery could not put back (no
-	// room, bad checksum): a plain write or a delete of one still drops
-	// its stored copy (durable.go).
-	unloaded map[string]bool
+	// stored is the bytes each blob name with a copy in the blob store
+	// holds of the store tier's capacity (durable.go), those recovery
+	// could not put back into the pool included: a plain write or a
+	// delete of the name drops the copy and gives the bytes back.
+	stored map[string]int64
 }
 
 func newBucket(p *Pool, id uint64, name string, opts BucketOptions) *Bucket {
@@ -555,7 +556,7 @@ func (b *Bucket) deleteNamedLocked(name string) error {
 	bl := b.named[name]
 	kept := b.keptLocked(name)
 	var err error
-	if bl == nil && b.unloaded[name] {
+	if _, inStore := b.stored[name]; bl == nil && inStore {
 		// In the store, not in the pool (recovery skipped it).
 		err = b.unstoreBlobLocked(&blob{name: name, page: -1})
 	} else if bl == nil && len(kept) == 0 {

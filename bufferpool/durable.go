@@ -40,8 +40,10 @@ import (
 // data pages then one of the meta page), needs no recovery code after
 // kill -9 (the last committed meta page wins), and is already in the
 // module graph of the cluster work through etcd; v1.4.x is the line etcd
-// v3.6 ships. Its cost is a copy of each durable blob in the store file
-// (not counted in the tier's capacity) and a commit per durable put (two
+// v3.6 ships. Its cost is a copy of each durable blob in the store file,
+// counted in the file tier's capacity (TierStats.Stored, part of Used: a
+// durable put that does not fit fails with ErrNoSpace; a restart counts
+// what the store holds), and a commit per durable put (two
 // fdatasyncs), made while the bucket is write-locked: durable puts to one
 // bucket are serialised, those to different buckets wait on bbolt's
 // writer lock.
@@ -90,6 +92,7 @@ type StoreReport struct {
 type blobStore struct {
 	mu   sync.Mutex // guards db's opening
 	path string     // "" without a file tier
+	tier int        // the file tier it is on, whose capacity its copies take
 	db   *bolt.DB
 	err  error // why db could not be opened
 	rep  StoreReport
@@ -101,6 +104,7 @@ func (p *Pool) openStore() error {
 	for _, ts := range p.tiers {
 		if ts.cfg.Kind == KindFile {
 			p.st.path = filepath.Join(ts.cfg.Dir, StoreFile)
+			p.st.tier = ts.idx
 			break
 		}
 	}
@@ -247,6 +251,12 @@ func (b *Bucket) storeBlobLocked(bl *blob) error {
 	if err != nil {
 		return err
 	}
+	// The copy costs its size rounded up on the store's tier.
+	n := roundUp(bl.size)
+	grow, shrink := max(n-b.stored[bl.name], 0), max(b.stored[bl.name]-n, 0)
+	if !b.p.st.reserve(b.p, grow) {
+		return fmt.Errorf("durable put %q of bucket %s: %d bytes in the blob store: %w", bl.name, b.Name(), n, ErrNoSpace)
+	}
 	key := []byte(bl.name)
 	err = db.Update(func(tx *bolt.Tx) error {
 		if err := b.putMetaTx(tx); err != nil {
@@ -262,20 +272,23 @@ func (b *Bucket) storeBlobLocked(bl *blob) error {
 		return meta.Put(key, js)
 	})
 	if err != nil {
+		b.p.st.release(b.p, grow)
 		return fmt.Errorf("durable put %q of bucket %s: %w", bl.name, b.Name(), err)
 	}
+	b.p.st.release(b.p, shrink)
 	b.storedFlag.Store(true)
 	bl.durable = true
+	if b.stored == nil {
+		b.stored = make(map[string]int64)
+	}
+	b.stored[bl.name] = n
 	return nil
 }
 
-// unstoreBlobLocked removes bl's stored copy, if it has one.
+// unstoreBlobLocked removes the stored copy of bl's name, if there is one.
 func (b *Bucket) unstoreBlobLocked(bl *blob) error {
-	if b.unloaded[bl.name] {
-		delete(b.unloaded, bl.name)
-		bl.durable = true // the store has a copy under this name
-	}
-	if !bl.durable {
+	n, inStore := b.stored[bl.name]
+	if !inStore {
 		return nil
 	}
 	db := b.p.st.cur()
@@ -297,15 +310,21 @@ func (b *Bucket) unstoreBlobLocked(bl *blob) error {
 		return fmt.Errorf("remove %q of bucket %s from the blob store: %w", bl.name, b.Name(), err)
 	}
 	bl.durable = false
+	delete(b.stored, bl.name)
+	b.p.st.release(b.p, n)
 	return nil
 }
 
-// renameStoredLocked moves bl's stored copy to key to (a kept version).
+// renameStoredLocked moves the stored copy of from to key to (a kept
+// version, or back).
 func (b *Bucket) renameStoredLocked(bl *blob, from, to string) error {
 	db := b.p.st.cur()
-	if !bl.durable || db == nil {
+	n, inStore := b.stored[from]
+	if !inStore || db == nil {
 		return nil
 	}
+	delete(b.stored, from)
+	b.stored[to] = n
 	return db.Update(func(tx *bolt.Tx) error {
 		data, meta, err := blobsOf(tx, b.storeKey(), false)
 		if err != nil || data == nil {
@@ -383,6 +402,12 @@ func (b *Bucket) unstoreBucketLocked() error {
 		return nil
 	})
 	b.storedFlag.Store(false)
+	if err == nil {
+		for _, n := range b.stored {
+			b.p.st.release(b.p, n)
+		}
+		b.stored = nil
+	}
 	return err
 }
 
@@ -430,12 +455,12 @@ func (p *Pool) recoverStore(db *bolt.DB) StoreReport {
 				d := data.Get(name)
 				if int64(len(d)) != sb.Size || crc32.Checksum(d, tier.Castagnoli) != sb.CRC {
 					note("blob %q of %q: %d bytes, checksum does not match: %v", name, k, len(d), tier.ErrCorrupt)
-					b.markUnloaded(string(name))
+					b.countStored(string(name), int64(len(d)))
 					return nil
 				}
+				b.countStored(string(name), sb.Size)
 				if err := b.restore(string(name), d, sb); err != nil {
 					note("blob %q of %q: %v", name, k, err)
-					b.markUnloaded(string(name))
 					return nil
 				}
 				rep.Blobs++
@@ -474,15 +499,42 @@ func (p *Pool) recoverStore(db *bolt.DB) StoreReport {
 	return rep
 }
 
-// markUnloaded records a stored blob recovery skipped (kept in the
-// store for a later daemon unless this one overwrites or deletes it).
-func (b *Bucket) markUnloaded(name string) {
+// countStored records a stored blob found by recovery, put back or not
+// (one recovery skipped stays in the store for a later daemon unless this
+// one overwrites or deletes it), and counts it against the store's tier.
+func (b *Bucket) countStored(name string, size int64) {
+	n := roundUp(size)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.unloaded == nil {
-		b.unloaded = make(map[string]bool)
+	if b.stored == nil {
+		b.stored = make(map[string]int64)
 	}
-	b.unloaded[name] = true
+	b.stored[name] = n
+	b.p.st.release(b.p, -n) // already there: counted even past the capacity
+}
+
+// reserve takes n bytes of the store tier's capacity.
+func (s *blobStore) reserve(p *Pool, n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	ts := p.tiers[s.tier]
+	if !ts.reserve(n) {
+		return false
+	}
+	ts.stored.Add(n)
+	return true
+}
+
+// release gives back n bytes of the store tier (negative: takes them
+// without a check).
+func (s *blobStore) release(p *Pool, n int64) {
+	if n == 0 {
+		return
+	}
+	ts := p.tiers[s.tier]
+	ts.release(n)
+	ts.stored.Add(-n)
 }
 
 // restore puts a recovered blob into the bucket, marked durable.

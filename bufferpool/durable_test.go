@@ -291,3 +291,65 @@ func TestDurableDeleteRace(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 }
+
+// TestDurableCapacity: durable copies take the file tier's capacity (a
+// put that does not fit fails with ErrNoSpace and leaves nothing stored),
+// overwrites and deletes give it back, and a restart counts what the
+// store holds.
+func TestDurableCapacity(t *testing.T) {
+	dir := t.TempDir()
+	p, err := New(Config{OrganizerInterval: -1, Tiers: []TierConfig{
+		{Name: "ram", Kind: KindRAM, Capacity: 8 << 20},
+		{Name: "nvme", Kind: KindFile, Dir: dir, Capacity: 3 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := p.Bucket("cap", BucketOptions{})
+	nvme := func(pp *Pool) TierStats { return pp.Stats().Tiers[1] }
+	if err := b.PutWith("a", fill(1<<20, 1), PutOptions{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if s := nvme(p); s.Stored != 1<<20 || s.Used != 1<<20 {
+		t.Fatalf("after 1 MiB durable: %+v", s)
+	}
+	if err := b.PutWith("a", fill(2<<20, 1), PutOptions{Durable: true}); err != nil { // grows in place
+		t.Fatal(err)
+	}
+	wantErr(t, b.PutWith("b", fill(2<<20, 2), PutOptions{Durable: true}), ErrNoSpace)
+	if info, _ := b.Stat("b"); info.Durable {
+		t.Fatal("a durable put that did not fit is marked durable")
+	}
+	if err := b.PutWith("a", fill(1<<20, 3), PutOptions{Durable: true}); err != nil { // shrinks
+		t.Fatal(err)
+	}
+	if s := nvme(p); s.Stored != 1<<20 {
+		t.Fatalf("after the shrink: %+v", s)
+	}
+	if err := b.PutWith("c", fill(4096, 4), PutOptions{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PutVersion("c", fill(8192, 5), PutOptions{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	checkAccounting(t, p)
+	if err := b.Delete("c"); err != nil {
+		t.Fatal(err)
+	}
+	if s := nvme(p); s.Stored != 1<<20 {
+		t.Fatalf("after deleting c and its version: %+v", s)
+	}
+	checkAccounting(t, p)
+	p.Close()
+	q := durablePool(t, dir)
+	defer q.Close()
+	if s := nvme(q); s.Stored != 1<<20 {
+		t.Fatalf("after the restart: %+v", s)
+	}
+	checkAccounting(t, q)
+	if err := q.DeleteBucket("cap"); err != nil {
+		t.Fatal(err)
+	}
+	if s := nvme(q); s.Stored != 0 || s.Used != 0 {
+		t.Fatalf("after deleting the bucket: %+v", s)
+	}
+}

@@ -362,6 +362,7 @@ type tierState struct {
 	demo    atomic.Uint64
 	evicts  atomic.Uint64
 	jpages  atomic.Int64 // pages its journal holds as dirty
+	stored  atomic.Int64 // bytes of durable copies in the blob store (part of used)
 }
 
 func newTierState(idx int, tc TierConfig) (*tierState, error) {
@@ -422,6 +423,6 @@ func (t *tierState) stats() TierStats {
 		Name: t.cfg.Name, Kind: t.cfg.Kind, Capacity: t.capacity,
 		Used: t.used.Load(), Blobs: t.blobs.Load(), Dirty: t.dirty.Load(),
 		Promoted: t.promo.Load(), Swapped: t.swaps.Load(), Demoted: t.demo.Load(), Evicted: t.evicts.Load(),
-		HighWater: t.high, Ceiling: t.ceiling.Load(), Journaled: t.jpages.Load(),
+		HighWater: t.high, Ceiling: t.ceiling.Load(), Journaled: t.jpages.Load(), Stored: t.stored.Load(),
 	}
 }
