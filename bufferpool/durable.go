@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -546,6 +547,11 @@ func (b *Bucket) restore(name string, data []byte, sb storedBlob) error {
 	defer b.mu.Unlock()
 	bl := b.named[name]
 	bl.mtime, bl.gen, bl.durable = sb.MTime, sb.Gen, true
+	if _, v, ok := strings.Cut(name, "\x00"); ok {
+		// A kept version: its key says which (the record may be from
+		// when it was the current bytes).
+		bl.gen, _ = strconv.ParseUint(v, 10, 64)
+	}
 	for k, v := range sb.Tags {
 		if bl.tags == nil {
 			bl.tags = make(map[string]string)

@@ -48,10 +48,10 @@ func (b *Bucket) PutVersion(name string, data []byte, o PutOptions) (uint64, err
 		return 0, err
 	}
 	old := b.named[name]
-	var gen uint64
+	gen := b.lastKeptLocked(name) // numbering goes on after the kept versions
 	var tags map[string]string
 	if old != nil {
-		gen = max(old.gen, 1) // bytes never versioned count as version 1
+		gen = b.genLocked(old)
 		// Keep the current bytes under their version's key.
 		key := versionKey(name, gen)
 		if prev := b.named[key]; prev != nil { // a stale one (cannot happen twice)
@@ -135,6 +135,24 @@ func (b *Bucket) keepCountLocked(key string, d int) {
 	}
 }
 
+// lastKeptLocked is the newest kept version of name (0: none).
+func (b *Bucket) lastKeptLocked(name string) uint64 {
+	if gens := b.kept[name]; len(gens) > 0 {
+		return gens[len(gens)-1]
+	}
+	return 0
+}
+
+// genLocked is the version of current blob bl: the one PutVersion gave
+// it, or for bytes never versioned the one after the kept versions (1 if
+// none).
+func (b *Bucket) genLocked(bl *blob) uint64 {
+	if bl.gen > 0 {
+		return bl.gen
+	}
+	return b.lastKeptLocked(bl.name) + 1
+}
+
 // keptLocked returns the kept (not current) versions of name, oldest
 // first.
 func (b *Bucket) keptLocked(name string) []*blob {
@@ -202,7 +220,7 @@ func (b *Bucket) versionLocked(name string, v uint64) (*blob, error) {
 		}
 	}
 	cur := b.named[name]
-	if cur != nil && (v == 0 || v == max(cur.gen, 1)) {
+	if cur != nil && (v == 0 || v == b.genLocked(cur)) {
 		return cur, nil
 	}
 	return nil, fmt.Errorf("version %d of %q in bucket %s: %w", v, name, b.Name(), ErrNotFound)
@@ -229,7 +247,11 @@ func (b *Bucket) ListVersions(name string) ([]VersionInfo, error) {
 	}
 	var out []VersionInfo
 	for _, bl := range all {
-		out = append(out, VersionInfo{Version: max(bl.gen, 1), Size: bl.size, Modified: time.Unix(0, bl.mtime),
+		v := bl.gen
+		if bl == cur {
+			v = b.genLocked(cur)
+		}
+		out = append(out, VersionInfo{Version: v, Size: bl.size, Modified: time.Unix(0, bl.mtime),
 			Current: bl == cur, Durable: bl.durable})
 	}
 	return out, nil
