@@ -15,6 +15,7 @@ require (
 	github.com/sirupsen/logrus v1.10.2
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
+	go.etcd.io/bbolt v1.4.3
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.45.0
 	gopkg.in/yaml.v3 v3.0.1

@@ -23,6 +23,12 @@ var (
 	ErrInvalid = errors.New("bufferpool: invalid argument")
 	// ErrClosed: the pool was closed.
 	ErrClosed = errors.New("bufferpool: closed")
+	// ErrPermission: the caller may not do this to the bucket (its owner
+	// and mode, meta.go).
+	ErrPermission = errors.New("bufferpool: permission denied")
+	// ErrNotSupported: the pool cannot do it as configured (a durable
+	// put without a file tier).
+	ErrNotSupported = errors.New("bufferpool: not supported")
 	// ErrBusy: the object is in a use that excludes the request (a
 	// segment passed through to the kernel cannot be mapped by shims).
 	ErrBusy = errors.New("bufferpool: busy")
@@ -64,6 +70,12 @@ type Config struct {
 	// PromoteReads: a blob on a slower tier read at least this many
 	// times (decayed) is promoted when the faster tier has room. 0 = 3.
 	PromoteReads float64
+	// SwapCost: a hot blob is swapped into a faster tier that is at its
+	// low watermark, demoting the coldest blobs there, only when its
+	// score times its size exceeds theirs by SwapCost times the bytes
+	// the swap copies (organizer.go). 0 = 2 (a read and a write per byte
+	// moved); a negative value disables swaps.
+	SwapCost float64
 	// Seed for PlaceRandom (0 = time based).
 	Seed int64
 	// Journal keeps a journal on every file tier of the dirty pages of
@@ -83,6 +95,13 @@ type BucketOptions struct {
 	// the file). PageSize == 0 makes a named-blob bucket whose blobs are
 	// placed in the segment by an extent allocator.
 	PageSize int64
+	// Owner, Group and Mode (permission bits; 0 = DefaultBucketMode) of
+	// a named bucket (meta.go).
+	Owner, Group uint32
+	Mode         uint32
+	// KeepVersions is how many versions of a blob PutVersion keeps, the
+	// current one included (0 = DefaultKeepVersions).
+	KeepVersions int
 }
 
 // Filler produces the initial contents of a page that is not resident
@@ -102,17 +121,27 @@ type BlobInfo struct {
 	Reads    uint64  // lifetime reads
 	Score    float64 // organizer score: higher is hotter
 	LastUsed time.Time
+	// Named blobs: when the bytes last changed, the version PutVersion
+	// gave them (0: never versioned), whether a copy is in the durable
+	// store (durable.go), and the tags.
+	Modified   time.Time
+	Generation uint64
+	Durable    bool
+	Tags       map[string]string
 }
 
 // TierStats is a snapshot of one tier.
 type TierStats struct {
-	Name      string `json:"name"`
-	Kind      string `json:"kind"`
-	Capacity  int64  `json:"capacity"`
-	Used      int64  `json:"used"`
-	Blobs     int64  `json:"blobs"`
-	Dirty     int64  `json:"dirty_bytes"`
-	Promoted  uint64 `json:"promoted"`
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+	Capacity int64  `json:"capacity"`
+	Used     int64  `json:"used"`
+	Blobs    int64  `json:"blobs"`
+	Dirty    int64  `json:"dirty_bytes"`
+	Promoted uint64 `json:"promoted"`
+	// Swapped counts the promotions into this tier that demoted colder
+	// blobs to make room (part of Promoted).
+	Swapped   uint64 `json:"swapped"`
 	Demoted   uint64 `json:"demoted"`
 	Evicted   uint64 `json:"evicted"`
 	HighWater int64  `json:"high_watermark_bytes"`
@@ -122,6 +151,9 @@ type TierStats struct {
 	// Journaled is the pages this tier's journal holds as dirty: what a
 	// restart after kill -9 would write back.
 	Journaled int64 `json:"journaled_pages"`
+	// Stored is the bytes the durable copies of named blobs take in the
+	// blob store on this tier (part of Used; durable.go).
+	Stored int64 `json:"stored_bytes,omitempty"`
 }
 
 // Stats is a snapshot of the pool.

@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +32,14 @@ type blob struct {
 	dranges dirtyRanges // page buckets: what is dirty of a dirty page
 	busy    bool        // being resized: never an eviction victim
 	version uint64
+
+	// Named blobs only: tags, modification time (unix ns), the version
+	// number PutVersion gave the bytes, and whether the durable store
+	// holds this content.
+	tags    map[string]string
+	mtime   int64
+	gen     uint64
+	durable bool
 
 	// score and readScore are decayed access and read counts as of
 	// scoreAt, with the counters folded in up to seenAcc and seenReads.
@@ -118,6 +128,19 @@ type Bucket struct {
 
 	// jsize is the file's logical size for the journal (SetSharedSize).
 	jsize atomic.Int64
+
+	// meta is the owner, group and mode (meta.go): read without a lock
+	// (every cte request checks it), replaced under mu.
+	meta atomic.Pointer[BucketMeta]
+	// storedFlag: the durable store knows the bucket (written under mu).
+	storedFlag atomic.Bool
+	// kept lists the kept versions of each blob name (versions.go).
+	kept map[string][]uint64
+	// stored is the bytes each blob name with a copy in the blob store
+	// holds of the store tier's capacity (durable.go), those recovery
+	// could not put back into the pool included: a plain write or a
+	// delete of the name drops the copy and gives the bytes back.
+	stored map[string]int64
 }
 
 func newBucket(p *Pool, id uint64, name string, opts BucketOptions) *Bucket {
@@ -125,6 +148,8 @@ func newBucket(p *Pool, id uint64, name string, opts BucketOptions) *Bucket {
 		p: p, id: id, pageSize: opts.PageSize,
 		segs: make([]*segment, len(p.tiers)),
 	}
+	m := metaOf(opts, time.Now())
+	b.meta.Store(&m)
 	b.name.Store(&name)
 	if opts.PageSize > 0 {
 		b.pages = make(map[int64]*blob)
@@ -301,6 +326,7 @@ func (b *Bucket) insertLocked(bl *blob) {
 		b.pages[bl.page] = bl
 	} else {
 		b.named[bl.name] = bl
+		b.keepCountLocked(bl.name, 1)
 	}
 	if bl.dirty {
 		b.ndirty++
@@ -314,6 +340,8 @@ func (b *Bucket) removeLocked(bl *blob) error {
 		delete(b.pages, bl.page)
 	} else {
 		delete(b.named, bl.name)
+		b.keepCountLocked(bl.name, -1)
+		b.p.cat.untagAll(b, bl)
 	}
 	if bl.dirty {
 		b.ndirty--
@@ -331,10 +359,16 @@ func (b *Bucket) drop() error {
 	}
 	var errs []error
 	b.journalDropLocked()
+	if !b.p.closed.Load() {
+		if err := b.unstoreBucketLocked(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, bl := range b.pages {
 		b.releaseQuietLocked(bl)
 	}
 	for _, bl := range b.named {
+		b.p.cat.untagAll(b, bl)
 		b.releaseQuietLocked(bl)
 	}
 	b.pages, b.named, b.ndirty = nil, nil, 0
@@ -369,11 +403,22 @@ func (b *Bucket) infoLocked(bl *blob, now int64) BlobInfo {
 	if lu := bl.lastUsed.Load(); lu != 0 {
 		last = time.Unix(0, lu)
 	}
-	return BlobInfo{
+	bi := BlobInfo{
 		Name: bl.key(), Page: bl.page, Size: bl.size,
 		Tier: b.p.tiers[bl.tier].cfg.Name, Dirty: bl.dirty,
 		Version: bl.version, Reads: bl.reads.Load(), Score: score, LastUsed: last,
+		Generation: bl.gen, Durable: bl.durable,
 	}
+	if bl.mtime != 0 {
+		bi.Modified = time.Unix(0, bl.mtime)
+	}
+	if len(bl.tags) > 0 {
+		bi.Tags = maps.Clone(bl.tags)
+	}
+	if i := strings.IndexByte(bi.Name, 0); i >= 0 {
+		bi.Name = bi.Name[:i] // a kept version: its blob's name
+	}
+	return bi
 }
 
 // getBuf returns a zeroed page buffer.
@@ -463,7 +508,9 @@ func (b *Bucket) List() []BlobInfo {
 		out = append(out, b.infoLocked(bl, now))
 	}
 	for _, bl := range b.named {
-		out = append(out, b.infoLocked(bl, now))
+		if !hiddenName(bl.name) {
+			out = append(out, b.infoLocked(bl, now))
+		}
 	}
 	sortInfos(out)
 	return out
@@ -490,11 +537,37 @@ func (b *Bucket) Delete(name string) error {
 	if err := b.checkLocked(); err != nil {
 		return err
 	}
+	if b.pageSize <= 0 {
+		return b.deleteNamedLocked(name)
+	}
 	bl, err := b.lookupLocked(name)
 	if err != nil {
 		return err
 	}
 	return b.removeLocked(bl)
+}
+
+// deleteNamedLocked removes named blob name, its kept versions and their
+// stored copies.
+func (b *Bucket) deleteNamedLocked(name string) error {
+	if hiddenName(name) {
+		return fmt.Errorf("blob %q of bucket %s: %w", name, b.Name(), ErrInvalid)
+	}
+	bl := b.named[name]
+	kept := b.keptLocked(name)
+	var err error
+	if _, inStore := b.stored[name]; bl == nil && inStore {
+		// In the store, not in the pool (recovery skipped it).
+		err = b.unstoreBlobLocked(&blob{name: name, page: -1})
+	} else if bl == nil && len(kept) == 0 {
+		return fmt.Errorf("blob %q of bucket %s: %w", name, b.Name(), ErrNotFound)
+	}
+	err = cmpErr(err, b.deleteVersionsLocked(name))
+	if bl != nil {
+		err = cmpErr(err, b.unstoreBlobLocked(bl))
+		err = cmpErr(err, b.removeLocked(bl))
+	}
+	return err
 }
 
 // lookupLocked finds a blob by name (decimal index for page buckets).
@@ -506,7 +579,7 @@ func (b *Bucket) lookupLocked(name string) (*blob, error) {
 			return nil, fmt.Errorf("blob %q of page bucket %s: %w", name, b.Name(), ErrInvalid)
 		}
 		bl = b.pages[i]
-	} else {
+	} else if !hiddenName(name) {
 		bl = b.named[name]
 	}
 	if bl == nil {

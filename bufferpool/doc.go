@@ -10,7 +10,17 @@
 // dirty pages back before that. The one exception is a crash: with
 // Config.Journal, dirty pages of tagged page buckets on file tiers are
 // journaled (journal.go), and the next pool on the same tier directory
-// hands them back (Replay) for the owner to write back.
+// hands them back (Replay) for the owner to write back. The other is
+// durable named blobs (PutOptions.Durable, durable.go): copied into a
+// bbolt store in the first file tier's directory and fsynced before the
+// put returns, and put back into their buckets by the next New on that
+// directory.
+//
+// Named buckets carry an owner, group and mode (meta.go) that the pool
+// stores and the door that knows the caller enforces; blob tags and
+// bucket names are indexed for Query and BucketsUnder (catalog.go);
+// PutVersion keeps the last versions of a blob as hidden blobs
+// (versions.go).
 //
 // A bucket has one segment per tier, opened when the first blob lands on
 // that tier and closed when the last leaves (except the first-tier segment
@@ -47,7 +57,10 @@
 // blob with nowhere to go is evicted) down to its low watermark; and blobs
 // on slower tiers whose decayed read count reaches PromoteReads, or that
 // belong to a pinned bucket, are promoted to the fastest tier that is
-// below its low watermark. Pinned buckets are never demoted.
+// below its low watermark, or else swapped into a faster tier at its low
+// watermark by demoting the coldest blobs there when the hot blob's reads
+// times its size beat their scores times theirs by Config.SwapCost times
+// the bytes copied (TierStats.Swapped). Pinned buckets are never demoted.
 //
 // Under memory pressure the daemon calls Shed: the coldest blobs of every
 // RAM tier are demoted the same way until the tier holds keep of what it
@@ -65,7 +78,10 @@
 //	Pool.orgMu (one organizer pass at a time)
 //	  -> Bucket.mu (one bucket at a time, blocking)
 //	    -> other Bucket.mu, TryLock/TryRLock only
-//	      -> Pool.mu (leaf: bucket map)
+//	      -> Pool.mu (bucket map)
+//	        -> catalog.mu (leaf: name and tag indexes; also taken
+//	           under a bucket's lock alone, for tags)
+//	      -> the blob store's transaction (bbolt's lock; durable.go)
 //
 // Bucket.mu (an RWMutex) guards the bucket's blob map, segments and blob
 // I/O; hits take it shared and bump atomic counters. Tier accounting is

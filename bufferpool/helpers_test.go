@@ -93,6 +93,9 @@ func checkAccounting(t *testing.T, p *Pool) {
 			add(bl)
 		}
 		used[0] += b.leased // shim leases are reserved first-tier capacity
+		for _, n := range b.stored {
+			used[p.st.tier] += n // durable copies in the blob store (durable.go)
+		}
 		if nd != b.ndirty {
 			t.Errorf("bucket %s: ndirty %d, counted %d", b.Name(), b.ndirty, nd)
 		}

@@ -10,36 +10,86 @@ func (b *Bucket) checkNamed(op, name string, off int64) error {
 	if b.pageSize > 0 {
 		return fmt.Errorf("%s %q: bucket %s is a page bucket: %w", op, name, b.Name(), ErrInvalid)
 	}
-	if name == "" || off < 0 || off > maxOffset {
+	if name == "" || hiddenName(name) || off < 0 || off > maxOffset {
 		return fmt.Errorf("%s %q at %d in bucket %s: %w", op, name, off, b.Name(), ErrInvalid)
 	}
 	return nil
 }
 
+// PutOptions modify a Put.
+type PutOptions struct {
+	// Durable returns once the blob is in the blob store on the file
+	// tier and the store is synced (durable.go): it survives kill -9.
+	Durable bool
+}
+
+// putMode says what a put does besides writing the pool.
+type putMode int
+
+const (
+	putPlain   putMode = iota // drops a stored copy
+	putDurable                // stores the blob
+	putRestore                // recovery: the store already holds it
+)
+
+func modeOf(o PutOptions) putMode {
+	if o.Durable {
+		return putDurable
+	}
+	return putPlain
+}
+
 // Put creates or replaces blob name with data (dirty).
 func (b *Bucket) Put(name string, data []byte) error {
-	return b.put("put", name, 0, data, false)
+	return b.put("put", name, 0, data, false, putPlain)
+}
+
+// PutWith is Put with options.
+func (b *Bucket) PutWith(name string, data []byte, o PutOptions) error {
+	return b.put("put", name, 0, data, false, modeOf(o))
 }
 
 // PartialPut writes data at off inside the blob, growing it if needed
 // (creating it if absent).
 func (b *Bucket) PartialPut(name string, off int64, data []byte) error {
-	return b.put("partial put", name, off, data, true)
+	return b.put("partial put", name, off, data, true, putPlain)
+}
+
+// PartialPutWith is PartialPut with options.
+func (b *Bucket) PartialPutWith(name string, off int64, data []byte, o PutOptions) error {
+	return b.put("partial put", name, off, data, true, modeOf(o))
 }
 
 // put writes data at off of blob name; keep preserves the other bytes
 // (PartialPut), otherwise the blob becomes exactly data (Put).
-func (b *Bucket) put(op, name string, off int64, data []byte, keep bool) error {
-	if err := b.checkNamed(op, name, off); err != nil {
+func (b *Bucket) put(op, name string, off int64, data []byte, keep bool, mode putMode) error {
+	if mode != putRestore {
+		if err := b.checkNamed(op, name, off); err != nil {
+			return err
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.putLocked(op, name, off, data, keep); err != nil {
 		return err
 	}
+	bl := b.named[name]
+	switch mode {
+	case putDurable:
+		return b.storeBlobLocked(bl)
+	case putPlain:
+		return b.unstoreBlobLocked(bl)
+	}
+	return nil
+}
+
+// putLocked writes data at off of blob name in the pool.
+func (b *Bucket) putLocked(op, name string, off int64, data []byte, keep bool) error {
 	size := off + int64(len(data))
 	if size > maxOffset {
 		return fmt.Errorf("%s %q: size %d: %w", op, name, size, ErrInvalid)
 	}
 	now := time.Now().UnixNano()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	if err := b.checkLocked(); err != nil {
 		return err
 	}
@@ -68,6 +118,7 @@ func (b *Bucket) put(op, name string, off int64, data []byte, keep bool) error {
 		}
 	}
 	b.wroteLocked(bl, now)
+	bl.mtime = now
 	return nil
 }
 

@@ -29,8 +29,29 @@ func (p *Pool) Organize() {
 			p.demote(perTier[t], t)
 		}
 	}
+	cold := make([]*coldList, len(p.tiers))
+	for t := range cold {
+		cold[t] = &coldList{cands: perTier[t]}
+	}
 	for t := 1; t <= last; t++ {
-		p.promote(perTier[t], t)
+		p.promote(perTier[t], t, cold)
+	}
+}
+
+// coldList is one tier's blobs as the pass found them, sorted coldest
+// first when a swap first needs them; pos is the first not yet demoted
+// for a swap.
+type coldList struct {
+	cands  []victim
+	sorted bool
+	pos    int
+}
+
+func (l *coldList) sort() {
+	if !l.sorted {
+		l.cands = slices.Clone(l.cands) // promote reorders perTier
+		slices.SortFunc(l.cands, byColdness)
+		l.sorted = true
 	}
 }
 
@@ -113,8 +134,8 @@ func (b *Bucket) demoteLocked(bl *blob, t int) {
 
 // promote moves the most read blobs of tier t (decayed reads at least
 // PromoteReads; any blob of a pinned bucket) to the fastest tier below
-// its low watermark.
-func (p *Pool) promote(cands []victim, t int) {
+// its low watermark, or else swaps it into a faster tier (swapIn).
+func (p *Pool) promote(cands []victim, t int, cold []*coldList) {
 	hot := cands[:0]
 	for _, c := range cands {
 		if c.bl.readScore >= p.promoteReads || c.b.pinned() {
@@ -134,21 +155,81 @@ func (p *Pool) promote(cands []victim, t int) {
 	for _, c := range hot {
 		for u := 0; u < t; u++ {
 			us := p.tiers[u]
-			if us.used.Load() >= us.low || !us.reserve(c.alloc) {
+			if us.used.Load() >= us.low && !p.swapIn(c, u, t, cold[u]) {
 				continue
 			}
-			c.b.mu.Lock()
-			ok := c.b.currentLocked(c.bl) && c.bl.tier == t && !c.bl.busy && c.bl.alloc == c.alloc
-			if ok {
-				ok = c.b.moveLocked(c.bl, u) == nil
-			} else {
-				us.release(c.alloc)
+			if !us.reserve(c.alloc) {
+				continue
 			}
-			c.b.mu.Unlock()
-			if ok {
+			if p.moveUp(c, t, u) {
 				us.promo.Add(1)
 			}
 			break
 		}
 	}
+}
+
+// moveUp moves c from tier t to tier u, whose capacity is reserved.
+func (p *Pool) moveUp(c victim, t, u int) bool {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	ok := c.b.currentLocked(c.bl) && c.bl.tier == t && !c.bl.busy && c.bl.alloc == c.alloc
+	if ok {
+		return c.b.moveLocked(c.bl, u) == nil
+	}
+	p.tiers[u].release(c.alloc)
+	return false
+}
+
+// swapIn makes room on tier u (at or above its low watermark) for hot
+// blob c of slower tier t by demoting the coldest blobs of u, when the
+// difference of scores pays for the copies: a blob's score estimates its
+// accesses in the next half-life (for c its reads, which the promotion
+// serves), each of which, on the slower tier, costs about a copy of the
+// blob more, so the swap must gain
+//
+//	reads(c)*size(c) - sum score(v)*size(v) >= SwapCost * (size(c) + sum size(v))
+//
+// bytes of copies (SwapCost: moving a byte is a read and a write). The
+// victims go to the first slower tier with room, a clean one with none is
+// evicted, as in demote. Reports whether u now has room below its low
+// watermark for c.
+func (p *Pool) swapIn(c victim, u, t int, cold *coldList) bool {
+	if p.swapCost < 0 {
+		return false
+	}
+	us := p.tiers[u]
+	need := us.used.Load() + c.alloc - us.low
+	if need <= 0 {
+		return true
+	}
+	cold.sort()
+	var picked []victim
+	var freed int64
+	loss, moved := 0.0, float64(c.alloc)
+	i := cold.pos
+	for ; i < len(cold.cands) && freed < need; i++ {
+		v := cold.cands[i]
+		if v.b.pinned() || v.alloc == 0 {
+			continue
+		}
+		picked = append(picked, v)
+		freed += v.alloc
+		loss += v.score * float64(v.alloc)
+		moved += float64(v.alloc)
+	}
+	if freed < need || c.score*float64(c.alloc)-loss < p.swapCost*moved {
+		return false
+	}
+	cold.pos = i // the pinned ones skipped stay skipped
+	for _, v := range picked {
+		v.b.mu.Lock()
+		v.b.demoteLocked(v.bl, u)
+		v.b.mu.Unlock()
+	}
+	if us.used.Load()+c.alloc > us.low {
+		return false
+	}
+	us.swaps.Add(1)
+	return true
 }

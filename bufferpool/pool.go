@@ -26,6 +26,7 @@ type Pool struct {
 	tiers        []*tierState
 	placement    string
 	promoteReads float64
+	swapCost     float64
 	interval     time.Duration
 
 	rr     atomic.Uint64 // round-robin cursor
@@ -43,6 +44,8 @@ type Pool struct {
 	// mu is a leaf lock: never held while taking a bucket lock.
 	mu      sync.Mutex
 	buckets map[string]*Bucket
+	cat     catalog   // name and tag indexes (catalog.go)
+	st      blobStore // durable named blobs (durable.go)
 
 	// File-tier journal (journal.go): journals per tier (nil entries for
 	// tiers without one; nil slice without Config.Journal).
@@ -83,6 +86,9 @@ func New(cfg Config) (*Pool, error) {
 	if p.promoteReads == 0 {
 		p.promoteReads = 3
 	}
+	if p.swapCost = cfg.SwapCost; p.swapCost == 0 {
+		p.swapCost = 2
+	}
 	if p.interval == 0 {
 		p.interval = 200 * time.Millisecond
 	}
@@ -106,6 +112,10 @@ func New(cfg Config) (*Pool, error) {
 		p.tiers = append(p.tiers, ts)
 	}
 	if err := p.openJournals(cfg); err != nil {
+		p.closeDevices()
+		return nil, fmt.Errorf("new pool: %w", err)
+	}
+	if err := p.openStore(); err != nil {
 		p.closeDevices()
 		return nil, fmt.Errorf("new pool: %w", err)
 	}
@@ -190,6 +200,7 @@ func (p *Pool) Close() error {
 			first = err
 		}
 	}
+	first = cmpErr(first, p.st.close())
 	return cmpErr(first, p.closeDevices())
 }
 
@@ -209,6 +220,7 @@ func (p *Pool) Bucket(name string, opts BucketOptions) (*Bucket, error) {
 	}
 	b := newBucket(p, p.nextID.Add(1), name, opts)
 	p.buckets[name] = b
+	p.cat.addName(name)
 	return b, nil
 }
 
@@ -234,6 +246,9 @@ func (p *Pool) DeleteBucket(name string) error {
 	}
 	b := p.buckets[name]
 	delete(p.buckets, name)
+	if b != nil {
+		p.cat.removeName(name) // under mu: a new bucket of that name stays indexed
+	}
 	p.mu.Unlock()
 	if b == nil {
 		return fmt.Errorf("delete bucket %q: %w", name, ErrNotFound)
@@ -264,8 +279,13 @@ func (p *Pool) RenameBucket(oldName, newName string) error {
 	if p.buckets[newName] != nil {
 		return fmt.Errorf("rename bucket %q to %q: %w", oldName, newName, ErrExist)
 	}
+	if b.storedFlag.Load() {
+		return fmt.Errorf("rename bucket %q: it is in the durable store: %w", oldName, ErrNotSupported)
+	}
 	delete(p.buckets, oldName)
 	p.buckets[newName] = b
+	p.cat.removeName(oldName)
+	p.cat.addName(newName)
 	b.name.Store(&newName)
 	return nil
 }
@@ -338,9 +358,11 @@ type tierState struct {
 	blobs   atomic.Int64
 	dirty   atomic.Int64 // bytes of dirty blobs
 	promo   atomic.Uint64
+	swaps   atomic.Uint64
 	demo    atomic.Uint64
 	evicts  atomic.Uint64
 	jpages  atomic.Int64 // pages its journal holds as dirty
+	stored  atomic.Int64 // bytes of durable copies in the blob store (part of used)
 }
 
 func newTierState(idx int, tc TierConfig) (*tierState, error) {
@@ -400,7 +422,7 @@ func (t *tierState) stats() TierStats {
 	return TierStats{
 		Name: t.cfg.Name, Kind: t.cfg.Kind, Capacity: t.capacity,
 		Used: t.used.Load(), Blobs: t.blobs.Load(), Dirty: t.dirty.Load(),
-		Promoted: t.promo.Load(), Demoted: t.demo.Load(), Evicted: t.evicts.Load(),
-		HighWater: t.high, Ceiling: t.ceiling.Load(), Journaled: t.jpages.Load(),
+		Promoted: t.promo.Load(), Swapped: t.swaps.Load(), Demoted: t.demo.Load(), Evicted: t.evicts.Load(),
+		HighWater: t.high, Ceiling: t.ceiling.Load(), Journaled: t.jpages.Load(), Stored: t.stored.Load(),
 	}
 }

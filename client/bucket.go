@@ -160,6 +160,17 @@ func readList(r *runtime.ArgReader) []BlobInfo {
 // reply runs a method whose answer is an encoded message, growing the
 // output buffer once if the daemon says it is too small.
 func (b *Bucket) reply(method string, args []byte, guess int, decode func(*runtime.ArgReader)) error {
+	return b.raw(method, args, guess, func(out []byte) error {
+		r := runtime.NewArgReader(out)
+		decode(r)
+		return r.Done()
+	})
+}
+
+// raw runs a method and hands its output to use before the buffer is
+// freed, growing the output buffer once if the daemon says it is too
+// small.
+func (b *Bucket) raw(method string, args []byte, guess int, use func(out []byte) error) error {
 	for try := 0; ; try++ {
 		k, err := b.c.newCall(cte.Name, method, args, nil, guess)
 		if err != nil {
@@ -167,9 +178,7 @@ func (b *Bucket) reply(method string, args []byte, guess int, decode func(*runti
 		}
 		res, err := b.c.c.Do(k.m, k.args, k.in, k.out)
 		if err == nil {
-			r := runtime.NewArgReader(k.out.Bytes()[:res.N])
-			decode(r)
-			err = r.Done()
+			err = use(k.out.Bytes()[:res.N])
 		}
 		k.buf.Free()
 		if errors.Is(err, ErrShortBuffer) && try == 0 && res.Value > 0 && res.Value < 1<<31 {

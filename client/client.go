@@ -2,12 +2,64 @@
 // per-node daemon over runtime/ipc (a Unix-socket handshake, then shared
 // memory rings) and exposes the Context Transfer Engine: buckets of named
 // blobs with Put, Get, PartialPut, PartialGet, Delete, List, Stat, tags,
-// and asynchronous variants that return a Task.
+// versions, durable puts, metadata queries, and asynchronous variants
+// that return a Task (its State is Running, Completed or Failed).
 //
 //	c, err := client.Connect(client.Options{})
 //	b, err := c.Bucket("results")
 //	err = b.Put("step-1", data)
 //	data, err = b.Get("step-1")
+//
+// # Buckets
+//
+// A bucket name is a path ("simulation/run1/temperature": no empty
+// component, no "." or "..", no leading or trailing '/'; a first
+// component holding ':' is the daemon's). Bucket and BucketWith open a
+// bucket, creating it owned by this process's uid and primary gid with
+// BucketOptions.Mode (default 0600) and KeepVersions (default 4); an
+// existing bucket keeps its own. BucketsUnder("sim/run1") lists the
+// buckets named sim/run1 or below it (not sim/run10), Buckets all those
+// this client may read, StatBucket the owner, group and mode, Chmod
+// changes the mode (owner or root only), DeleteBucket drops a bucket
+// (owner or root only).
+//
+// # Access
+//
+// The daemon checks every request against the bucket's owner, group and
+// mode with the uid and gid the kernel reports for the connection
+// (SO_PEERCRED): r to read (Get, PartialGet, List, Stat, GetVersion,
+// ListVersions, and to see the bucket in Buckets and Query), w to write
+// (Put, PartialPut, Delete, tags, PutVersion); root may do everything.
+// A refusal wraps ErrPermission. A handle grants nothing by itself: a
+// Chmod takes effect on the next request of every client.
+//
+// # Tags and queries
+//
+// SetTag, DeleteTag and Tags keep key/value metadata on a blob. Query
+// selects blobs across the buckets this client may read by bucket prefix,
+// tag equality or range (TagFilter: numbers compare numerically), size and
+// modification time; the daemon answers from its tag and name indexes.
+//
+//	res, err := c.Query(client.Query{Prefix: "sim",
+//		Tags: []client.TagFilter{{Key: "step", Range: true, Min: "10", Max: "20"}}})
+//
+// # Versions
+//
+// PutVersion stores data as version n+1 of a blob and keeps the bytes it
+// replaces as version n; the bucket keeps its last KeepVersions versions
+// of each blob (the current one included). GetVersion(blob, v) reads one
+// (0: the current), ListVersions lists them oldest first. Put and
+// PartialPut change the current version in place; Delete removes all.
+//
+// # Durable blobs
+//
+// PutWith(blob, data, PutOptions{Durable: true}) returns once the blob is
+// in the daemon's blob store on its file tier and the store is synced: it
+// survives kill -9 of the daemon, and a daemon restarted on the same tier
+// directory serves it again, bit for bit, with its bucket's owner and
+// mode, its tags and its kept versions. A blob survives when its last
+// write was durable: a later plain Put, PartialPut or Delete drops its
+// stored copy. Without a file tier a durable put fails with ErrInvalid.
 //
 // Data crosses through the client's shared segment: Put copies the caller's
 // bytes into it once, and the daemon copies them into the pool's tier once;
@@ -95,10 +147,17 @@ func (o Options) SocketPath() string {
 		mnt = os.Getenv(EnvMount)
 	}
 	if mnt != "" {
-		return ipc.SocketPath(dir, mnt)
+		p := ipc.SocketPath(dir, mnt)
+		if _, err := os.Lstat(p); err != nil && o.ControlDir == "" {
+			if u := RootUserSocket("", mnt); u != "" {
+				return u
+			}
+		}
+		return p
 	}
 	// Nothing named: the daemon of /iowarp, or else a daemon without a
-	// mount (config mount: "").
+	// mount (config mount: ""), or else this user's socket of a root
+	// daemon serving several users.
 	def := ipc.SocketPath(dir, DefaultMount)
 	if _, err := os.Lstat(def); err != nil {
 		if alt := ipc.SocketPath(dir, ""); alt != def {
@@ -106,8 +165,37 @@ func (o Options) SocketPath() string {
 				return alt
 			}
 		}
+		if o.ControlDir == "" {
+			for _, m := range []string{DefaultMount, ""} {
+				if u := RootUserSocket("", m); u != "" {
+					return u
+				}
+			}
+		}
 	}
 	return def
+}
+
+// RootDir is the socket directory of a root daemon.
+const RootDir = "/run/iowarp"
+
+// RootUserSocket returns this user's socket of the root daemon serving
+// mount (ipc.UserSocketPath in dir, "" = RootDir) if it exists, else "".
+// A root daemon serves other users there when started with
+// IOWARP_IPC_USERS (see the README).
+func RootUserSocket(dir, mount string) string {
+	if dir == "" {
+		dir = RootDir
+	}
+	uid := os.Geteuid()
+	if uid == 0 {
+		return ""
+	}
+	p := ipc.UserSocketPath(dir, mount, uint32(uid))
+	if _, err := os.Lstat(p); err != nil {
+		return ""
+	}
+	return p
 }
 
 // Client is a connection to the daemon.

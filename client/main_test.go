@@ -130,6 +130,8 @@ func childMain(role, socket string) int {
 		err = childPutLoop(socket)
 	case "daemon":
 		err = childDaemon(socket)
+	case "user-a", "user-b", "user-a-after":
+		err = childUser(role, socket)
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}

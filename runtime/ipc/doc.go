@@ -10,7 +10,10 @@
 // itself 0600, next to the control socket of the same mount, SocketPath).
 // A client connects and sends a hello (magic, version, wanted segment
 // size, flags: whether the daemon may spin waiting for its requests). The daemon reads the peer's credentials (SO_PEERCRED; only its own
-// user and root are served), creates a memfd, formats it as an
+// user and root are served, or on a per-user socket of a daemon serving
+// several users, Options.ForUser, that user and root; the session keeps
+// the uid and gid for the modules, which check them on every request),
+// creates a memfd, formats it as an
 // shm.Segment with a request ring and a completion ring (shm.Ring, roots
 // "req" and "cq"), and sends the fd back over SCM_RIGHTS. From then on the
 // socket carries no data: each side blocks reading it, and a hang-up is how

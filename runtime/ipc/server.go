@@ -6,6 +6,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +26,30 @@ type Options struct {
 	MaxSegmentSize int64         // default DefaultMaxSegmentSize
 	Spin           time.Duration // pollers' spin before sleeping; default shm.DefaultRingSpin; <0: none
 	Log            logrus.FieldLogger
+	// ForUser makes this a per-user socket of a daemon that serves
+	// several users (a root daemon): it serves UID (and root) instead of
+	// the daemon's own user, and Listen gives the socket and its
+	// directory, which must be that user's alone (UserSocketPath), to
+	// UID:GID. The modules keep users apart by the uid each connection
+	// has (SO_PEERCRED), whichever socket it came through.
+	ForUser  bool
+	UID, GID uint32
 }
+
+// UserSocketPath is where a root daemon listening with ForUser puts the
+// socket of uid: DIR-users/UID/NAME.ipc for the socket DIR/NAME.ipc of
+// SocketPath(dir, mount) (/run/iowarp-users/1000/... for root's
+// /run/iowarp): outside the control directory, which stays 0700 and
+// root's. Listen makes DIR-users searchable by all (0711, not listable)
+// and DIR-users/UID the user's (0700).
+func UserSocketPath(dir, mount string, uid uint32) string {
+	p := SocketPath(dir, mount)
+	cd := filepath.Dir(p)
+	return filepath.Join(filepath.Dir(cd), filepath.Base(cd)+userDirSuffix, strconv.FormatUint(uint64(uid), 10),
+		filepath.Base(p))
+}
+
+const userDirSuffix = "-users"
 
 // Server accepts clients on a Unix socket and serves their rings with the
 // modules of a runtime. Safe for concurrent use.
@@ -96,8 +122,16 @@ func Listen(path string, rt *runtime.Runtime, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	uid := os.Geteuid()
+	if opts.ForUser {
+		if err := giveToUser(path, opts.UID, opts.GID); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		uid = int(opts.UID)
+	}
 	s := &Server{rt: rt, ln: ln, path: path, opts: opts, log: opts.Log.WithField("ipc", path),
-		uid: os.Geteuid(), conns: map[uint64]*conn{}}
+		uid: uid, conns: map[uint64]*conn{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	rt.AddStatus("ipc", func() any { return s.Stats() })
 	s.wg.Add(1)
@@ -232,3 +266,24 @@ func (s *Server) remove(c *conn) {
 }
 
 var _ io.Closer = (*Server)(nil)
+
+// giveToUser chowns a per-user socket and its directory to uid:gid (the
+// directory stays 0700, now the user's). For a UserSocketPath it also
+// makes DIR-users searchable (0711, not listable) so that the user can
+// reach it.
+func giveToUser(path string, uid, gid uint32) error {
+	dir := filepath.Dir(path)
+	for _, p := range []string{path, dir} {
+		if err := os.Chown(p, int(uid), int(gid)); err != nil {
+			return fmt.Errorf("per-user ipc socket for uid %d: %w", uid, err)
+		}
+	}
+	users := filepath.Dir(dir)
+	if !strings.HasSuffix(filepath.Base(users), userDirSuffix) {
+		return nil
+	}
+	if err := os.Chmod(users, 0o711); err != nil {
+		return fmt.Errorf("per-user ipc socket for uid %d: %w", uid, err)
+	}
+	return nil
+}

@@ -87,6 +87,17 @@ func FuzzMethods(f *testing.F) {
 	add(MStats, nil, nil)
 	add(MGet, runtime.NewArgWriter(nil).U64(7).String("b").Bytes(), nil) // a handle that is not open
 	add(MPartialGet, ref("a").String("b").I64(-1).Bytes(), nil)
+	add(MOpenWith, runtime.NewArgWriter(nil).String("a/b").U32(0o640).U32(3).Bytes(), nil)
+	add(MChmod, ref("a").U32(0o644).Bytes(), nil)
+	add(MBucketStat, ref("a").Bytes(), nil)
+	add(MPutWith, ref("a").String("c").U32(0).Bytes(), []byte("data"))
+	add(MPutVersion, ref("a").String("b").U32(0).Bytes(), []byte("v2"))
+	add(MGetVersion, ref("a").String("b").U64(1).Bytes(), nil)
+	add(MListVersions, ref("a").String("b").Bytes(), nil)
+	add(MBuckets, runtime.NewArgWriter(nil).String("a").Bytes(), nil)
+	qw := runtime.NewArgWriter(nil)
+	WriteQuery(qw, Query{Prefix: "a", Tags: []TagFilter{{Key: "k", Range: true, Min: "1"}}, MaxSize: 10})
+	add(MQuery, qw.Bytes(), nil)
 	f.Fuzz(func(t *testing.T, method uint8, args, in []byte) {
 		pool, err := bufferpool.New(bufferpool.Config{Tiers: []bufferpool.TierConfig{
 			{Name: "ram", Kind: bufferpool.KindRAM, Capacity: 4 << 20}}})
@@ -110,6 +121,36 @@ func FuzzMethods(f *testing.F) {
 		res, err := run(uint32(method)%uint32(len(m.MethodTable)), args, in)
 		if errors.Is(err, runtime.ErrBadArgs) && res != (runtime.Result{}) {
 			t.Fatalf("undecodable arguments (%v) with a result %+v", err, res)
+		}
+	})
+}
+
+// FuzzReadQuery: the query a client sends. No panic; an error returns
+// the zero Query; a decoded one encodes back to its bytes.
+func FuzzReadQuery(f *testing.F) {
+	w := runtime.NewArgWriter(nil)
+	WriteQuery(w, Query{Prefix: "sim/run1", Tags: []TagFilter{{Key: "step", Range: true, Min: "1", Max: "9"},
+		{Key: "var", Value: "t"}}, MinSize: 1, MaxSize: 1 << 20, ModifiedAfter: time.Unix(0, 12345), Limit: 10})
+	f.Add(w.Bytes())
+	f.Add(w.Bytes()[:20])
+	f.Add(runtime.NewArgWriter(nil).String("").U32(MaxQueryTags + 1).Bytes())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := runtime.NewArgReader(b)
+		q := ReadQuery(r)
+		if r.Err() != nil {
+			if q.Prefix != "" || q.Tags != nil || q.MinSize != 0 || q.MaxSize != 0 || q.Limit != 0 ||
+				!q.ModifiedAfter.IsZero() || !q.ModifiedBefore.IsZero() {
+				t.Fatalf("error %v with a partial query %+v", r.Err(), q)
+			}
+			return
+		}
+		if r.Done() != nil {
+			return
+		}
+		w := runtime.NewArgWriter(nil)
+		WriteQuery(w, q)
+		if !bytes.Equal(w.Bytes(), b) {
+			t.Fatalf("query %+v does not encode back to %x", q, b)
 		}
 	})
 }

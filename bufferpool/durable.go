@@ -1,0 +1,565 @@
+package bufferpool
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/iowarp/iowarp/bufferpool/tier"
+)
+
+// Durable named blobs. A Put with PutOptions.Durable writes the blob into
+// the pool as any Put does, then copies it into the blob store, a bbolt
+// database (StoreFile) in the first file tier's directory, and returns
+// once that transaction is committed and fsynced. A pool opened on the
+// same directory after a crash, kill -9 included, finds the store at New
+// and puts every stored blob back into its bucket (owner, group, mode,
+// tags, versions), each checked against the CRC-32C recorded with it, so
+// that a recovered blob is the durable write bit for bit or is reported
+// and skipped, never half old.
+//
+// A blob survives a restart when its last write was durable: a later
+// non-durable Put, PartialPut or Delete of it removes its stored copy in
+// the same call (a restart never brings back bytes that were overwritten),
+// and deleting the bucket removes the bucket from the store. Tags and the
+// mode of a stored blob or bucket are written through. Close leaves the
+// store as it is: the next pool recovers it.
+//
+// Why bbolt and not a journal of our own: a durable put is two writes that
+// must land together (the bytes and the metadata: size, checksum, tags,
+// version), and deletes must never be undone by a replay. bbolt gives
+// that atomically (copy-on-write B+tree, a commit is one fsync of the
+// data pages then one of the meta page), needs no recovery code after
+// kill -9 (the last committed meta page wins), and is already in the
+// module graph of the cluster work through etcd; v1.4.x is the line etcd
+// v3.6 ships. Its cost is a copy of each durable blob in the store file,
+// counted in the file tier's capacity (TierStats.Stored, part of Used: a
+// durable put that does not fit fails with ErrNoSpace; a restart counts
+// what the store holds), and a commit per durable put (two
+// fdatasyncs), made while the bucket is write-locked: durable puts to one
+// bucket are serialised, those to different buckets wait on bbolt's
+// writer lock.
+//
+// The store's file is flock'ed: a second pool on the same directory gets
+// no store (its durable puts fail with ErrBusy) and recovers nothing.
+//
+// Lock order: a bucket's lock, then the store's transaction (bbolt's own
+// lock); the store never calls back into the pool.
+
+// StoreFile is the name of the blob store in the first file tier's
+// directory.
+const StoreFile = "iowarp-blobs.db"
+
+// Top-level bbolt buckets: bucket name -> BucketMeta JSON, and a nested
+// bucket per pool bucket, keyed by name and incarnation (storeKey),
+// holding "d" (blob -> bytes) and "m" (blob -> storedBlob JSON).
+var (
+	keyBuckets = []byte("buckets")
+	keyBlobs   = []byte("blobs")
+	keyData    = []byte("d")
+	keyMeta    = []byte("m")
+)
+
+// storedBlob is the metadata of a stored blob.
+type storedBlob struct {
+	Size  int64             `json:"size"`
+	CRC   uint32            `json:"crc32c"`
+	MTime int64             `json:"mtime"`
+	Gen   uint64            `json:"gen,omitempty"`
+	Tags  map[string]string `json:"tags,omitempty"`
+}
+
+// StoreReport says what New recovered from the blob store.
+type StoreReport struct {
+	Path    string   `json:"path,omitempty"`
+	Buckets int      `json:"buckets"`
+	Blobs   int      `json:"blobs"`
+	Bytes   int64    `json:"bytes"`
+	Skipped int      `json:"skipped"` // bad checksum or no room in the pool
+	Errors  []string `json:"errors,omitempty"`
+}
+
+// blobStore is the pool's durable store; db is nil until the first
+// durable put or while another pool holds the file.
+type blobStore struct {
+	mu   sync.Mutex // guards db's opening
+	path string     // "" without a file tier
+	tier int        // the file tier it is on, whose capacity its copies take
+	db   *bolt.DB
+	err  error // why db could not be opened
+	rep  StoreReport
+}
+
+// openStore finds the store path and, if a store exists there, opens it
+// and recovers its blobs.
+func (p *Pool) openStore() error {
+	for _, ts := range p.tiers {
+		if ts.cfg.Kind == KindFile {
+			p.st.path = filepath.Join(ts.cfg.Dir, StoreFile)
+			p.st.tier = ts.idx
+			break
+		}
+	}
+	if p.st.path == "" {
+		return nil
+	}
+	if _, err := os.Stat(p.st.path); err != nil {
+		return nil // created by the first durable put
+	}
+	db, err := p.st.open()
+	if err != nil {
+		// Durable puts will fail saying why; the daemon logs it now.
+		p.st.rep = StoreReport{Path: p.st.path, Errors: []string{err.Error()}}
+		return nil
+	}
+	p.st.rep = p.recoverStore(db)
+	return nil
+}
+
+// open opens (creating) the store file.
+func (s *blobStore) open() (*bolt.DB, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db != nil {
+		return s.db, nil
+	}
+	if s.path == "" {
+		return nil, fmt.Errorf("durable put: no file tier to keep blobs on: %w", ErrNotSupported)
+	}
+	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: 100 * time.Millisecond, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			err = fmt.Errorf("blob store %s is held by another daemon: %w", s.path, ErrBusy)
+		}
+		s.err = err
+		return nil, fmt.Errorf("open blob store: %w", err)
+	}
+	s.db, s.err = db, nil
+	return db, nil
+}
+
+// cur returns the open db or nil.
+func (s *blobStore) cur() *bolt.DB {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.db
+}
+
+func (s *blobStore) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db == nil {
+		return nil
+	}
+	err := s.db.Close()
+	s.db = nil
+	return err
+}
+
+// StoreReport returns what New recovered from the blob store.
+func (p *Pool) StoreReport() StoreReport {
+	r := p.st.rep
+	if r.Path == "" {
+		r.Path = p.st.path
+	}
+	return r
+}
+
+// storeKey names the nested bbolt bucket of a pool bucket's blobs.
+func storeKey(name string, inc uint64) string { return name + "\x00" + strconv.FormatUint(inc, 16) }
+
+func (b *Bucket) storeKey() string { return storeKey(b.Name(), b.Meta().Incarnation) }
+
+// blobsOf returns the data and meta buckets of the nested bucket key
+// (storeKey) in tx, creating them if create.
+func blobsOf(tx *bolt.Tx, key string, create bool) (data, meta *bolt.Bucket, err error) {
+	top := tx.Bucket(keyBlobs)
+	if top == nil {
+		if !create {
+			return nil, nil, nil
+		}
+		if top, err = tx.CreateBucket(keyBlobs); err != nil {
+			return nil, nil, err
+		}
+	}
+	nb := top.Bucket([]byte(key))
+	if nb == nil {
+		if !create {
+			return nil, nil, nil
+		}
+		if nb, err = top.CreateBucket([]byte(key)); err != nil {
+			return nil, nil, err
+		}
+	}
+	if !create {
+		if data, meta = nb.Bucket(keyData), nb.Bucket(keyMeta); data == nil || meta == nil {
+			return nil, nil, nil
+		}
+		return data, meta, nil
+	}
+	if data, err = nb.CreateBucketIfNotExists(keyData); err != nil {
+		return nil, nil, err
+	}
+	meta, err = nb.CreateBucketIfNotExists(keyMeta)
+	return data, meta, err
+}
+
+// putMetaTx records the bucket's meta, unless a later incarnation of its
+// name is recorded (this one is being deleted: its blobs go with it).
+func (b *Bucket) putMetaTx(tx *bolt.Tx) error {
+	top, err := tx.CreateBucketIfNotExists(keyBuckets)
+	if err != nil {
+		return err
+	}
+	m := b.meta.Load()
+	if old := top.Get([]byte(b.Name())); old != nil {
+		var om BucketMeta
+		if json.Unmarshal(old, &om) == nil && om.Incarnation > m.Incarnation {
+			return nil
+		}
+	}
+	js, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return top.Put([]byte(b.Name()), js)
+}
+
+func (bl *blob) stored(crc uint32) storedBlob {
+	return storedBlob{Size: bl.size, CRC: crc, MTime: bl.mtime, Gen: bl.gen, Tags: bl.tags}
+}
+
+// storeBlobLocked copies bl's bytes into the store and commits (fsync).
+func (b *Bucket) storeBlobLocked(bl *blob) error {
+	db, err := b.p.st.open()
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, bl.size)
+	if err := b.readLocked(bl, 0, buf); err != nil {
+		return err
+	}
+	js, err := json.Marshal(bl.stored(crc32.Checksum(buf, tier.Castagnoli)))
+	if err != nil {
+		return err
+	}
+	// The copy costs its size rounded up on the store's tier.
+	n := roundUp(bl.size)
+	grow, shrink := max(n-b.stored[bl.name], 0), max(b.stored[bl.name]-n, 0)
+	if !b.p.st.reserve(b.p, grow) {
+		return fmt.Errorf("durable put %q of bucket %s: %d bytes in the blob store: %w", bl.name, b.Name(), n, ErrNoSpace)
+	}
+	key := []byte(bl.name)
+	err = db.Update(func(tx *bolt.Tx) error {
+		if err := b.putMetaTx(tx); err != nil {
+			return err
+		}
+		data, meta, err := blobsOf(tx, b.storeKey(), true)
+		if err != nil {
+			return err
+		}
+		if err := data.Put(key, buf); err != nil {
+			return err
+		}
+		return meta.Put(key, js)
+	})
+	if err != nil {
+		b.p.st.release(b.p, grow)
+		return fmt.Errorf("durable put %q of bucket %s: %w", bl.name, b.Name(), err)
+	}
+	b.p.st.release(b.p, shrink)
+	b.storedFlag.Store(true)
+	bl.durable = true
+	if b.stored == nil {
+		b.stored = make(map[string]int64)
+	}
+	b.stored[bl.name] = n
+	return nil
+}
+
+// unstoreBlobLocked removes the stored copy of bl's name, if there is one.
+func (b *Bucket) unstoreBlobLocked(bl *blob) error {
+	n, inStore := b.stored[bl.name]
+	if !inStore {
+		return nil
+	}
+	db := b.p.st.cur()
+	if db == nil {
+		return nil
+	}
+	key := []byte(bl.name)
+	err := db.Update(func(tx *bolt.Tx) error {
+		data, meta, err := blobsOf(tx, b.storeKey(), false)
+		if err != nil || data == nil {
+			return err
+		}
+		if err := data.Delete(key); err != nil {
+			return err
+		}
+		return meta.Delete(key)
+	})
+	if err != nil {
+		return fmt.Errorf("remove %q of bucket %s from the blob store: %w", bl.name, b.Name(), err)
+	}
+	bl.durable = false
+	delete(b.stored, bl.name)
+	b.p.st.release(b.p, n)
+	return nil
+}
+
+// renameStoredLocked moves the stored copy of from to key to (a kept
+// version, or back).
+func (b *Bucket) renameStoredLocked(bl *blob, from, to string) error {
+	db := b.p.st.cur()
+	n, inStore := b.stored[from]
+	if !inStore || db == nil {
+		return nil
+	}
+	delete(b.stored, from)
+	b.stored[to] = n
+	return db.Update(func(tx *bolt.Tx) error {
+		data, meta, err := blobsOf(tx, b.storeKey(), false)
+		if err != nil || data == nil {
+			return err
+		}
+		for _, bk := range []*bolt.Bucket{data, meta} {
+			v := bk.Get([]byte(from))
+			if v == nil {
+				continue
+			}
+			if err := bk.Put([]byte(to), append([]byte(nil), v...)); err != nil {
+				return err
+			}
+			if err := bk.Delete([]byte(from)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// storeBlobMetaLocked writes bl's tags through to the store.
+func (b *Bucket) storeBlobMetaLocked(bl *blob) error {
+	db := b.p.st.cur()
+	if !bl.durable || db == nil {
+		return nil
+	}
+	key := []byte(bl.name)
+	return db.Update(func(tx *bolt.Tx) error {
+		_, meta, err := blobsOf(tx, b.storeKey(), false)
+		if err != nil || meta == nil {
+			return err
+		}
+		var sb storedBlob
+		if err := json.Unmarshal(meta.Get(key), &sb); err != nil {
+			return fmt.Errorf("stored meta of %q: %w", bl.name, err)
+		}
+		sb.Tags = bl.tags
+		js, err := json.Marshal(sb)
+		if err != nil {
+			return err
+		}
+		return meta.Put(key, js)
+	})
+}
+
+// storeMetaLocked writes the bucket's meta through to the store.
+func (b *Bucket) storeMetaLocked() error {
+	db := b.p.st.cur()
+	if !b.storedFlag.Load() || db == nil {
+		return nil
+	}
+	return db.Update(b.putMetaTx)
+}
+
+// unstoreBucketLocked removes the bucket from the store (DeleteBucket).
+func (b *Bucket) unstoreBucketLocked() error {
+	db := b.p.st.cur()
+	if !b.storedFlag.Load() || db == nil {
+		return nil
+	}
+	name, key, inc := []byte(b.Name()), []byte(b.storeKey()), b.Meta().Incarnation
+	err := db.Update(func(tx *bolt.Tx) error {
+		if top := tx.Bucket(keyBuckets); top != nil {
+			var om BucketMeta
+			if v := top.Get(name); v != nil && (json.Unmarshal(v, &om) != nil || om.Incarnation == inc) {
+				if err := top.Delete(name); err != nil {
+					return err
+				}
+			}
+		}
+		if top := tx.Bucket(keyBlobs); top != nil && top.Bucket(key) != nil {
+			return top.DeleteBucket(key)
+		}
+		return nil
+	})
+	b.storedFlag.Store(false)
+	if err == nil {
+		for _, n := range b.stored {
+			b.p.st.release(b.p, n)
+		}
+		b.stored = nil
+	}
+	return err
+}
+
+// recoverStore puts every stored bucket and blob back into the pool.
+func (p *Pool) recoverStore(db *bolt.DB) StoreReport {
+	rep := StoreReport{Path: p.st.path}
+	note := func(format string, a ...any) {
+		rep.Skipped++
+		if len(rep.Errors) < maxMessages {
+			rep.Errors = append(rep.Errors, fmt.Sprintf(format, a...))
+		}
+	}
+	live := map[string]bool{}
+	err := db.View(func(tx *bolt.Tx) error {
+		top := tx.Bucket(keyBuckets)
+		if top == nil {
+			return nil
+		}
+		return top.ForEach(func(k, v []byte) error {
+			var m BucketMeta
+			if err := json.Unmarshal(v, &m); err != nil {
+				note("bucket %q: meta: %v", k, err)
+				return nil
+			}
+			b, err := p.Bucket(string(k), BucketOptions{Owner: m.Owner, Group: m.Group, Mode: m.Mode,
+				KeepVersions: m.KeepVersions})
+			if err != nil {
+				note("bucket %q: %v", k, err)
+				return nil
+			}
+			b.meta.Store(&m) // the mode may be 0, which BucketOptions cannot say
+			b.storedFlag.Store(true)
+			rep.Buckets++
+			live[storeKey(string(k), m.Incarnation)] = true
+			data, meta, err := blobsOf(tx, storeKey(string(k), m.Incarnation), false)
+			if err != nil || data == nil {
+				return err
+			}
+			return meta.ForEach(func(name, mv []byte) error {
+				var sb storedBlob
+				if err := json.Unmarshal(mv, &sb); err != nil {
+					note("blob %q of %q: meta: %v", name, k, err)
+					return nil
+				}
+				d := data.Get(name)
+				if int64(len(d)) != sb.Size || crc32.Checksum(d, tier.Castagnoli) != sb.CRC {
+					note("blob %q of %q: %d bytes, checksum does not match: %v", name, k, len(d), tier.ErrCorrupt)
+					b.countStored(string(name), int64(len(d)))
+					return nil
+				}
+				b.countStored(string(name), sb.Size)
+				if err := b.restore(string(name), d, sb); err != nil {
+					note("blob %q of %q: %v", name, k, err)
+					return nil
+				}
+				rep.Blobs++
+				rep.Bytes += sb.Size
+				return nil
+			})
+		})
+	})
+	if err != nil {
+		rep.Errors = append(rep.Errors, err.Error())
+		return rep
+	}
+	// Blobs of buckets no record names (deleted while being stored).
+	err = db.Update(func(tx *bolt.Tx) error {
+		top := tx.Bucket(keyBlobs)
+		if top == nil {
+			return nil
+		}
+		var orphans [][]byte
+		top.ForEachBucket(func(k []byte) error {
+			if !live[string(k)] {
+				orphans = append(orphans, append([]byte(nil), k...))
+			}
+			return nil
+		})
+		for _, k := range orphans {
+			if err := top.DeleteBucket(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		rep.Errors = append(rep.Errors, err.Error())
+	}
+	return rep
+}
+
+// countStored records a stored blob found by recovery, put back or not
+// (one recovery skipped stays in the store for a later daemon unless this
+// one overwrites or deletes it), and counts it against the store's tier.
+func (b *Bucket) countStored(name string, size int64) {
+	n := roundUp(size)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stored == nil {
+		b.stored = make(map[string]int64)
+	}
+	b.stored[name] = n
+	b.p.st.release(b.p, -n) // already there: counted even past the capacity
+}
+
+// reserve takes n bytes of the store tier's capacity.
+func (s *blobStore) reserve(p *Pool, n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	ts := p.tiers[s.tier]
+	if !ts.reserve(n) {
+		return false
+	}
+	ts.stored.Add(n)
+	return true
+}
+
+// release gives back n bytes of the store tier (negative: takes them
+// without a check).
+func (s *blobStore) release(p *Pool, n int64) {
+	if n == 0 {
+		return
+	}
+	ts := p.tiers[s.tier]
+	ts.release(n)
+	ts.stored.Add(-n)
+}
+
+// restore puts a recovered blob into the bucket, marked durable.
+func (b *Bucket) restore(name string, data []byte, sb storedBlob) error {
+	if err := b.put("restore", name, 0, data, false, putRestore); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bl := b.named[name]
+	bl.mtime, bl.gen, bl.durable = sb.MTime, sb.Gen, true
+	if _, v, ok := strings.Cut(name, "\x00"); ok {
+		// A kept version: its key says which (the record may be from
+		// when it was the current bytes).
+		bl.gen, _ = strconv.ParseUint(v, 10, 64)
+	}
+	for k, v := range sb.Tags {
+		if bl.tags == nil {
+			bl.tags = make(map[string]string)
+		}
+		bl.tags[k] = v
+		if !hiddenName(name) {
+			b.p.cat.tag(b, bl, k, v)
+		}
+	}
+	return nil
+}
