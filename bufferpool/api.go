@@ -7,6 +7,8 @@ package bufferpool
 import (
 	"errors"
 	"time"
+
+	"github.com/iowarp/iowarp/bufferpool/tier"
 )
 
 // Sentinel errors, matched with errors.Is.
@@ -28,10 +30,12 @@ var (
 	ErrBusy = errors.New("bufferpool: busy")
 )
 
-// Tier kinds.
+// The built-in tier kinds. A kind is a registration in bufferpool/tier
+// (tier.Register); its traits, not its name, decide what the pool does
+// with a tier of it (journal, shed under memory pressure).
 const (
-	KindRAM  = "ram"  // memfd per bucket (shared memory)
-	KindFile = "file" // one sparse file per bucket in a directory (NVMe/SSD)
+	KindRAM  = tier.KindRAM  // memfd per bucket (shared memory)
+	KindFile = tier.KindFile // one sparse file per bucket in a directory (NVMe/SSD)
 )
 
 // Placement policies (data placement engine).
@@ -44,8 +48,8 @@ const (
 // TierConfig describes one tier. Tiers are given fastest first.
 type TierConfig struct {
 	Name     string // unique, e.g. "ram", "nvme0"
-	Kind     string // KindRAM or KindFile
-	Dir      string // KindFile: directory holding the segment files
+	Kind     string // a registered tier kind: KindRAM, KindFile, ...
+	Dir      string // kinds with a directory (file): where the segment files go
 	Capacity int64  // bytes; enforced: resident bytes never exceed it
 	// HighWatermark and LowWatermark are fractions of Capacity (0..1).
 	// Past High the organizer demotes the coldest blobs until use is

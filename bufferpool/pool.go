@@ -132,14 +132,14 @@ func New(cfg Config) (*Pool, error) {
 // takes the dead daemons' directories the tiers found: kept, and counted
 // against their tier, for Replay; removed at once without a journal.
 func (p *Pool) openJournals(cfg Config) error {
-	if !cfg.Journal || !slices.ContainsFunc(p.tiers, func(ts *tierState) bool { return ts.cfg.Kind == KindFile }) {
+	if !cfg.Journal || !slices.ContainsFunc(p.tiers, (*tierState).persistent) {
 		p.discardStale()
 		return nil
 	}
 	p.journals = make([]*tier.Journal, len(p.tiers))
 	p.jpending = make(map[*Bucket]struct{})
 	for t, ts := range p.tiers {
-		if ts.cfg.Kind != KindFile {
+		if !ts.persistent() {
 			continue
 		}
 		j, err := ts.dev.OpenJournal()
@@ -357,9 +357,6 @@ func newTierState(idx int, tc TierConfig) (*tierState, error) {
 	if hi < 0 || hi > 1 || lo < 0 || lo > hi {
 		return nil, fmt.Errorf("tier %s: watermarks %v/%v: %w", tc.Name, hi, lo, ErrInvalid)
 	}
-	if tc.Kind != KindRAM && tc.Kind != KindFile {
-		return nil, fmt.Errorf("tier %s: kind %q: %w", tc.Name, tc.Kind, ErrInvalid)
-	}
 	dev, err := tier.Open(tc.Kind, tc.Name, tc.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -370,6 +367,14 @@ func newTierState(idx int, tc TierConfig) (*tierState, error) {
 		low:  int64(lo * float64(tc.Capacity)),
 	}, nil
 }
+
+// persistent reports whether the tier's bytes outlive the daemon (its
+// kind's traits): dirty pages there are journaled.
+func (t *tierState) persistent() bool { return t.dev.Traits().Persistent }
+
+// memory reports whether the tier is memory the kernel cannot page out:
+// it is shed under memory pressure.
+func (t *tierState) memory() bool { return t.dev.Traits().Memory }
 
 // limit is the capacity new reservations may fill: the capacity, or the
 // memory-pressure ceiling if one is set.

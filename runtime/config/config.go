@@ -17,6 +17,7 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/bufferpool/tier"
 	"github.com/iowarp/iowarp/internal/host"
 	"github.com/iowarp/iowarp/internal/units"
 )
@@ -73,8 +74,8 @@ type Config struct {
 // Tier configures one tier of the buffer pool.
 type Tier struct {
 	Name          string
-	Kind          string // bufferpool.KindRAM | bufferpool.KindFile
-	Dir           string // KindFile only
+	Kind          string // a registered tier kind (bufferpool/tier): ram, file, ...
+	Dir           string // kinds that live in a directory (file) only
 	Capacity      int64  // bytes
 	HighWatermark float64
 	LowWatermark  float64
@@ -343,13 +344,17 @@ func (c *Config) validateTiers() error {
 		}
 		seen[t.Name] = i
 		if t.Kind == "" {
-			return c.errorf(key+".kind", "every tier needs a kind (ram or file)")
+			return c.errorf(key+".kind", "every tier needs a kind (%s)", strings.Join(tier.Kinds(), " or "))
 		}
-		if t.Kind == bufferpool.KindFile && t.Dir == "" {
-			return c.errorf(key+".dir", "a file tier needs a directory")
+		tr, ok := tier.TraitsOf(t.Kind)
+		if !ok {
+			return c.errorf(key+".kind", "%q is not one of %s", t.Kind, strings.Join(tier.Kinds(), ", "))
 		}
-		if t.Kind == bufferpool.KindRAM && t.Dir != "" {
-			return c.errorf(key+".dir", "a ram tier has no directory")
+		if tr.Dir == tier.DirRequired && t.Dir == "" {
+			return c.errorf(key+".dir", "a %s tier needs a directory", t.Kind)
+		}
+		if tr.Dir == tier.DirNone && t.Dir != "" {
+			return c.errorf(key+".dir", "a %s tier has no directory", t.Kind)
 		}
 		if t.Dir != "" && !filepath.IsAbs(t.Dir) {
 			return c.errorf(key+".dir", "%q is not an absolute path", t.Dir)
@@ -378,7 +383,7 @@ func (c *Config) validateRAM(mem host.HostMemory) error {
 	var sum int64
 	var parts []string
 	for i, t := range c.Tiers {
-		if t.Kind != bufferpool.KindRAM {
+		if !isMemory(t.Kind) {
 			continue
 		}
 		sum += t.Capacity
@@ -397,6 +402,13 @@ func (c *Config) validateRAM(mem host.HostMemory) error {
 			what, RAMShare*100, mem.Describe(), units.FormatSize(limit))
 	}
 	return nil
+}
+
+// isMemory reports whether kind is a registered memory kind (ram): its
+// capacity counts against RAMShare and may be a percentage of memory.
+func isMemory(kind string) bool {
+	tr, ok := tier.TraitsOf(kind)
+	return ok && tr.Memory
 }
 
 // PoolConfig converts c to the buffer pool's configuration.
