@@ -87,6 +87,9 @@ type BucketOptions struct {
 	// the file). PageSize == 0 makes a named-blob bucket whose blobs are
 	// placed in the segment by an extent allocator.
 	PageSize int64
+	// Compress is the codec blobs get when they move to a slower tier
+	// (one of Codecs; "" is none); Bucket.SetCompress changes it later.
+	Compress string
 }
 
 // Filler produces the initial contents of a page that is not resident
@@ -126,6 +129,26 @@ type TierStats struct {
 	// Journaled is the pages this tier's journal holds as dirty: what a
 	// restart after kill -9 would write back.
 	Journaled int64 `json:"journaled_pages"`
+	// Checksummed counts the blobs stored here with checksums (moved
+	// here from a faster tier: stored.go); ChecksumErrors the reads of
+	// the tier whose bytes did not match them (ErrCorrupt).
+	Checksummed    int64  `json:"checksummed_blobs"`
+	ChecksumErrors uint64 `json:"checksum_errors"`
+	// Compressed counts the blobs stored here compressed, CompressedBytes
+	// their logical bytes and SavedBytes the capacity that leaves free:
+	// they take CompressedBytes-SavedBytes.
+	Compressed      int64 `json:"compressed_blobs"`
+	CompressedBytes int64 `json:"compressed_logical_bytes"`
+	SavedBytes      int64 `json:"compression_saved_bytes"`
+}
+
+// Ratio is the compression ratio of the tier's compressed blobs (logical
+// bytes over the bytes they take); 1 when none is.
+func (t TierStats) Ratio() float64 {
+	if t.CompressedBytes <= t.SavedBytes || t.Compressed == 0 {
+		return 1
+	}
+	return float64(t.CompressedBytes) / float64(t.CompressedBytes-t.SavedBytes)
 }
 
 // Stats is a snapshot of the pool.

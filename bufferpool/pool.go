@@ -196,8 +196,8 @@ func (p *Pool) Close() error {
 // Bucket returns the bucket called name, creating it with opts if absent.
 // An existing bucket keeps its original options.
 func (p *Pool) Bucket(name string, opts BucketOptions) (*Bucket, error) {
-	if name == "" || opts.PageSize < 0 {
-		return nil, fmt.Errorf("bucket %q (page size %d): %w", name, opts.PageSize, ErrInvalid)
+	if name == "" || opts.PageSize < 0 || !ValidCompress(opts.Compress) {
+		return nil, fmt.Errorf("bucket %q (page size %d, compress %q): %w", name, opts.PageSize, opts.Compress, ErrInvalid)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -208,6 +208,7 @@ func (p *Pool) Bucket(name string, opts BucketOptions) (*Bucket, error) {
 		return b, nil
 	}
 	b := newBucket(p, p.nextID.Add(1), name, opts)
+	b.SetCompress(opts.Compress) // validated above
 	p.buckets[name] = b
 	return b, nil
 }
@@ -340,7 +341,8 @@ type tierState struct {
 	promo   atomic.Uint64
 	demo    atomic.Uint64
 	evicts  atomic.Uint64
-	jpages  atomic.Int64 // pages its journal holds as dirty
+	jpages  atomic.Int64  // pages its journal holds as dirty
+	sc      storeCounters // checksums and compression (stored.go)
 }
 
 func newTierState(idx int, tc TierConfig) (*tierState, error) {
@@ -407,5 +409,7 @@ func (t *tierState) stats() TierStats {
 		Used: t.used.Load(), Blobs: t.blobs.Load(), Dirty: t.dirty.Load(),
 		Promoted: t.promo.Load(), Demoted: t.demo.Load(), Evicted: t.evicts.Load(),
 		HighWater: t.high, Ceiling: t.ceiling.Load(), Journaled: t.jpages.Load(),
+		Checksummed: t.sc.summed.Load(), ChecksumErrors: t.sc.corrupt.Load(),
+		Compressed: t.sc.compressed.Load(), CompressedBytes: t.sc.logical.Load(), SavedBytes: t.sc.saved.Load(),
 	}
 }

@@ -1,0 +1,330 @@
+package bufferpool
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"sync"
+	"sync/atomic"
+
+	"github.com/iowarp/iowarp/bufferpool/tier"
+)
+
+// Blobs on slower tiers: checksums and compression.
+//
+// A blob that moves to a tier that is not memory (a demotion to a file
+// tier, or a move between file tiers) is written there in chunks of
+// storedChunk logical bytes, each with its crc32c (Castagnoli, hardware
+// accelerated: hash/crc32 uses SSE4.2/ARMv8 CRC instructions), and, when
+// its bucket asks for a codec (Bucket.SetCompress), compressed chunk by
+// chunk. The first chunk decides: when it does not shrink to 7/8 or less,
+// the whole blob is stored raw (only checksummed), so incompressible data
+// costs one trial compression per blob, not one per chunk. A chunk that
+// does not shrink in a compressed blob is stored raw inside it. The
+// description of the stored form (codec, chunk offsets, checksums) lives
+// with the blob in memory (blob.st): the tier's bytes are this daemon's
+// alone, and a dead daemon's segments are only replayed through the
+// journal, whose pages are never compressed (below).
+//
+// Every read of such a blob (ReadPage, SnapshotDirty, Get, PartialGet, the
+// move up to a faster tier) reads the chunks it touches whole, decompresses
+// them and checks their crc32c: a mismatch is ErrCorrupt (the tier's
+// TierStats.ChecksumErrors counts it), and nothing of the chunk is
+// returned. The pool has no second copy of a blob; the caller that has one
+// (bufferpool/files: a clean page is on the backing file) repairs by
+// dropping the page and staging it in again.
+//
+// A blob moved to a memory tier is stored raw, without checksums: the RAM
+// tier is what shims map and write in place. A blob written in place on a
+// slower tier (WritePage, PutPage, Put/PartialPut, ZeroRange, PunchRange,
+// Truncate's tail) is first made plain again: decompressed in place (the
+// capacity compression saved is reserved again, or the write fails with
+// ErrNoSpace) and its checksums dropped, until it moves again. Dirty pages
+// of a journaled bucket are checksummed but never compressed, as the
+// journal's replay reads page images from a dead daemon's segment files.
+//
+// Capacity: a compressed blob takes roundUp(its stored bytes) of its
+// tier's capacity (a page keeps its place i*PageSize in the sparse
+// segment, a named blob its extent; the rest is a hole on disk).
+// TierStats.SavedBytes is what that leaves free.
+
+// storedChunk is the unit of checksums and compression: a small read
+// from a slower tier reads (and checks) at most two chunks, not a page.
+const storedChunk = 64 << 10
+
+// castagnoli is the crc32c table (the journal's, tier.Castagnoli).
+var castagnoli = tier.Castagnoli
+
+// ErrCorrupt: a blob's bytes on a tier do not match the checksum taken
+// when it was written there. Nothing of the corrupt chunk is returned.
+var ErrCorrupt = errors.New("bufferpool: checksum mismatch")
+
+// stored is how a blob is laid out on a slower tier. Guarded by the
+// bucket's mu, like the blob.
+type stored struct {
+	c    codec    // nil: chunk k is raw at k*storedChunk
+	offs []uint32 // c != nil: chunk k is bytes [offs[k], offs[k+1]) from the blob's offset; raw where that is its logical length
+	sums []uint32 // crc32c of each chunk's logical bytes
+	// saved is the capacity of the tier the compression leaves free.
+	saved int64
+	span  int64 // logical bytes described
+}
+
+// storeCounters are a tier's counters of stored forms (TierStats).
+type storeCounters struct {
+	summed     atomic.Int64  // blobs with checksums
+	compressed atomic.Int64  // blobs compressed
+	logical    atomic.Int64  // logical bytes of the compressed blobs
+	saved      atomic.Int64  // capacity they leave free
+	corrupt    atomic.Uint64 // checksum mismatches found reading the tier
+}
+
+// chunkBufs holds scratch buffers for one chunk and its compressed form.
+var chunkBufs = sync.Pool{New: func() any { b := make([]byte, 3*storedChunk); return &b }}
+
+// spanLocked is the logical bytes of bl in its segment.
+func (b *Bucket) spanLocked(bl *blob) int64 {
+	if bl.page >= 0 {
+		return b.pageSize
+	}
+	return bl.size
+}
+
+func chunks(span int64) int { return int((span + storedChunk - 1) / storedChunk) }
+
+// chunkLen is the logical length of chunk k of span bytes.
+func chunkLen(span int64, k int) int64 { return min(storedChunk, span-int64(k)*storedChunk) }
+
+// readBlobLocked reads buf at off of bl, through its stored form. Needs
+// the bucket's lock (shared is enough).
+func (b *Bucket) readBlobLocked(bl *blob, off int64, buf []byte) error {
+	seg := b.segs[bl.tier].seg
+	st := bl.st
+	if st == nil {
+		return seg.ReadAt(buf, bl.off+off)
+	}
+	bp := chunkBufs.Get().(*[]byte)
+	defer chunkBufs.Put(bp)
+	end := off + int64(len(buf))
+	for pos := off; pos < end; {
+		k := int(pos / storedChunk)
+		lo := int64(k) * storedChunk
+		n := chunkLen(st.span, k)
+		if n <= 0 { // past the span (a named blob's tail): zeros
+			clear(buf[pos-off:])
+			return nil
+		}
+		hi := min(lo+n, end)
+		dst := (*bp)[:n]
+		if pos == lo && hi == lo+n {
+			dst = buf[pos-off : pos-off+n] // a whole chunk: in place
+		}
+		if err := b.chunkLocked(bl, k, dst, (*bp)[storedChunk:]); err != nil {
+			return err
+		}
+		if &dst[0] != &buf[pos-off] {
+			copy(buf[pos-off:hi-off], dst[pos-lo:])
+		}
+		pos = hi
+	}
+	return nil
+}
+
+// chunkLocked reads chunk k of bl into dst (its logical length), through
+// scratch, decompressing and checking it.
+func (b *Bucket) chunkLocked(bl *blob, k int, dst, scratch []byte) error {
+	st, seg := bl.st, b.segs[bl.tier].seg
+	var err error
+	if st.c == nil {
+		err = seg.ReadAt(dst, bl.off+int64(k)*storedChunk)
+	} else if lo, hi := int64(st.offs[k]), int64(st.offs[k+1]); hi-lo == int64(len(dst)) {
+		err = seg.ReadAt(dst, bl.off+lo)
+	} else if err = seg.ReadAt(scratch[:hi-lo], bl.off+lo); err == nil {
+		if derr := st.c.decode(dst, scratch[:hi-lo]); derr != nil {
+			return b.corruptLocked(bl, k, fmt.Sprintf("%s: %v", st.c.name(), derr))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("read %s of bucket %s: %w", bl.key(), b.Name(), err)
+	}
+	if got := crc32.Checksum(dst, castagnoli); got != st.sums[k] {
+		return b.corruptLocked(bl, k, fmt.Sprintf("crc32c %08x, written %08x", got, st.sums[k]))
+	}
+	return nil
+}
+
+func (b *Bucket) corruptLocked(bl *blob, k int, why string) error {
+	ts := b.p.tiers[bl.tier]
+	ts.sc.corrupt.Add(1)
+	return fmt.Errorf("%s of bucket %s on tier %s, bytes [%d,+%d): %s: %w", bl.key(), b.Name(), ts.cfg.Name,
+		int64(k)*storedChunk, chunkLen(bl.st.span, k), why, ErrCorrupt)
+}
+
+// codecForLocked is the codec bl gets on a slower tier: its bucket's,
+// except for a dirty page the journal may replay from the segment.
+func (b *Bucket) codecForLocked(bl *blob) codec {
+	c := b.codec.Load()
+	if c == nil || (bl.page >= 0 && bl.dirty && b.j != nil) {
+		return nil
+	}
+	return *c
+}
+
+// transferLocked writes bl's logical bytes to dseg at doff, in the form
+// tier dst keeps them, and returns that form (nil: raw).
+func (b *Bucket) transferLocked(bl *blob, dseg *tier.Segment, doff int64, dst int) (*stored, error) {
+	span := b.spanLocked(bl)
+	if span == 0 || b.p.tiers[dst].memory() {
+		if bl.st == nil {
+			return nil, copySeg(dseg, doff, b.segs[bl.tier].seg, bl.off, span)
+		}
+		return nil, b.decodeToLocked(bl, dseg, doff)
+	}
+	bp := chunkBufs.Get().(*[]byte)
+	defer chunkBufs.Put(bp)
+	raw, cbuf := (*bp)[:storedChunk], (*bp)[storedChunk:]
+	n := chunks(span)
+	st := &stored{c: b.codecForLocked(bl), sums: make([]uint32, n), span: span}
+	if st.c != nil {
+		st.offs = make([]uint32, n+1)
+	}
+	var pos int64
+	for k := range n {
+		chunk := raw[:chunkLen(span, k)]
+		if err := b.readBlobLocked(bl, int64(k)*storedChunk, chunk); err != nil {
+			return nil, err
+		}
+		st.sums[k] = crc32.Checksum(chunk, castagnoli)
+		out := chunk
+		if st.c != nil {
+			enc, ok := st.c.encode(cbuf[:0], chunk)
+			switch {
+			case k == 0 && (!ok || len(enc)*8 > len(chunk)*7):
+				st.c, st.offs = nil, nil // does not pay: the blob stays raw
+			case ok:
+				out = enc
+			}
+		}
+		woff := int64(k) * storedChunk
+		if st.c != nil {
+			woff = pos
+		}
+		if err := dseg.WriteAt(out, doff+woff); err != nil {
+			return nil, err
+		}
+		pos = woff + int64(len(out))
+		if st.c != nil {
+			st.offs[k+1] = uint32(pos)
+		}
+	}
+	if st.c != nil {
+		st.saved = max(0, roundUp(span)-roundUp(pos))
+	}
+	return st, nil
+}
+
+// decodeToLocked writes bl's logical bytes raw to dseg at doff.
+func (b *Bucket) decodeToLocked(bl *blob, dseg *tier.Segment, doff int64) error {
+	bp := chunkBufs.Get().(*[]byte)
+	defer chunkBufs.Put(bp)
+	for k := range chunks(bl.st.span) {
+		chunk := (*bp)[:chunkLen(bl.st.span, k)]
+		if err := b.chunkLocked(bl, k, chunk, (*bp)[storedChunk:]); err != nil {
+			return err
+		}
+		if err := dseg.WriteAt(chunk, doff+int64(k)*storedChunk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storeLocked makes st bl's form on its tier t (after a move there):
+// the capacity it saves goes back to the tier.
+func (b *Bucket) storeLocked(bl *blob, st *stored) {
+	bl.st = st
+	if st == nil {
+		return
+	}
+	sc := &b.p.tiers[bl.tier].sc
+	sc.summed.Add(1)
+	if st.c != nil {
+		sc.compressed.Add(1)
+		sc.logical.Add(st.span)
+		sc.saved.Add(st.saved)
+		b.p.tiers[bl.tier].release(st.saved)
+	}
+}
+
+// unstoreLocked forgets bl's stored form (it leaves the tier, or is made
+// plain) and returns the capacity its compression had saved, which the
+// caller must account for.
+func (b *Bucket) unstoreLocked(bl *blob) (saved int64) {
+	st := bl.st
+	if st == nil {
+		return 0
+	}
+	bl.st = nil
+	sc := &b.p.tiers[bl.tier].sc
+	sc.summed.Add(-1)
+	if st.c != nil {
+		sc.compressed.Add(-1)
+		sc.logical.Add(-st.span)
+		sc.saved.Add(-st.saved)
+	}
+	return st.saved
+}
+
+// plainLocked makes bl raw and unchecksummed where it is, before it is
+// written in place: a compressed blob is decompressed into its place,
+// taking back the capacity compression saved (ErrNoSpace if the tier
+// has none).
+func (b *Bucket) plainLocked(bl *blob) error {
+	st := bl.st
+	if st == nil {
+		return nil
+	}
+	if st.c == nil {
+		b.unstoreLocked(bl)
+		return nil
+	}
+	ts := b.p.tiers[bl.tier]
+	if st.saved > 0 && !ts.reserve(st.saved) {
+		return fmt.Errorf("decompress %s of bucket %s on tier %s to write it: %w", bl.key(), b.Name(), ts.cfg.Name, ErrNoSpace)
+	}
+	buf := make([]byte, st.span)
+	err := b.readBlobLocked(bl, 0, buf)
+	if err == nil {
+		err = b.segs[bl.tier].seg.WriteAt(buf, bl.off)
+	}
+	if err != nil {
+		ts.release(st.saved)
+		return err
+	}
+	b.unstoreLocked(bl)
+	return nil
+}
+
+// SetCompress sets the codec (one of Codecs; "" is none) blobs of the
+// bucket get when they move to a slower tier from now on. Blobs already
+// there keep theirs.
+func (b *Bucket) SetCompress(name string) error {
+	c, err := codecByName(name)
+	if err != nil {
+		return err
+	}
+	if c == nil {
+		b.codec.Store(nil)
+	} else {
+		b.codec.Store(&c)
+	}
+	return nil
+}
+
+// Compress is the bucket's codec name (CompressNone if none).
+func (b *Bucket) Compress() string {
+	if c := b.codec.Load(); c != nil {
+		return (*c).name()
+	}
+	return CompressNone
+}

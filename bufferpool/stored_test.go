@@ -1,0 +1,292 @@
+package bufferpool
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// demoteAll moves every blob of b on tier 0 to tier 1, as the organizer
+// would.
+func demoteAll(t *testing.T, b *Bucket) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var all []*blob
+	for _, bl := range b.pages {
+		all = append(all, bl)
+	}
+	for _, bl := range b.named {
+		all = append(all, bl)
+	}
+	for _, bl := range all {
+		if bl.tier == 0 {
+			b.demoteLocked(bl, 0)
+			if bl.tier != 1 {
+				t.Fatalf("%s not demoted", bl.key())
+			}
+		}
+	}
+}
+
+// promote moves blob bl of b to tier 0.
+func promoteLocked(t *testing.T, b *Bucket, bl *blob) error {
+	t.Helper()
+	if !b.p.tiers[0].reserve(bl.alloc) {
+		t.Fatal("no room in tier 0")
+	}
+	return b.moveLocked(bl, 0)
+}
+
+// corruptAt flips a byte of bucket b's segment on tier t at off, behind
+// the pool's back (what a failing device does).
+func corruptAt(t *testing.T, b *Bucket, tr int, off int64) {
+	t.Helper()
+	fd := b.segs[tr].seg.Fd()
+	one := make([]byte, 1)
+	if _, err := unix.Pread(fd, one, off); err != nil {
+		t.Fatal(err)
+	}
+	one[0] ^= 0x5a
+	if _, err := unix.Pwrite(fd, one, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// text returns n bytes that compress (a log-like text).
+func text(n int, seed int) []byte {
+	var buf bytes.Buffer
+	for i := 0; buf.Len() < n; i++ {
+		fmt.Fprintf(&buf, "step %d rank %d temperature=%.3f pressure=%.1f ok\n", i, seed, float64(i%97)/7, float64(i%13)*3)
+	}
+	return buf.Bytes()[:n]
+}
+
+func random(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 1))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+const testPS = 4 * storedChunk // a page of four chunks
+
+// TestChecksumCatchesCorruptTier: a page demoted to the file tier is
+// checksummed; a byte flipped on the file tier behind the pool's back is
+// caught by every read that touches its chunk (ErrCorrupt, counted), the
+// other chunks still read, and the move back up refuses to carry it.
+func TestChecksumCatchesCorruptTier(t *testing.T) {
+	p := testPool(t, 8*testPS, 16*testPS)
+	b := mustBucket(t, p, "f", testPS)
+	pages := [][]byte{text(testPS, 0), random(testPS, 1)}
+	for i, d := range pages {
+		if err := b.PutPage(int64(i), d, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	demoteAll(t, b)
+	if st := p.Stats().Tiers[1]; st.Checksummed != 2 || st.ChecksumErrors != 0 {
+		t.Fatalf("file tier after demotion: %+v", st)
+	}
+	buf := make([]byte, testPS)
+	for i, d := range pages {
+		if _, err := b.ReadPage(int64(i), 0, buf, nil); err != nil {
+			t.Fatal(err)
+		}
+		wantBytes(t, buf, d)
+	}
+	for i := range pages {
+		corruptAt(t, b, 1, int64(i)*testPS+2*storedChunk+100) // chunk 2 of each page
+	}
+	for i, d := range pages {
+		_, err := b.ReadPage(int64(i), 2*storedChunk+50, buf[:100], nil)
+		wantErr(t, err, ErrCorrupt)
+		_, err = b.ReadPage(int64(i), storedChunk-10, buf[:20], nil) // chunks 0..1: good
+		if err != nil {
+			t.Fatalf("page %d, good chunks: %v", i, err)
+		}
+		wantBytes(t, buf[:20], d[storedChunk-10:storedChunk+10])
+		_, err = b.SnapshotDirty(int64(i), buf, nil)
+		wantErr(t, err, ErrCorrupt)
+	}
+	if got := p.Stats().Tiers[1].ChecksumErrors; got != 4 {
+		t.Fatalf("checksum errors %d, want 4", got)
+	}
+	b.mu.Lock()
+	err := promoteLocked(t, b, b.pages[0])
+	tierNow := b.pages[0].tier
+	b.mu.Unlock()
+	wantErr(t, err, ErrCorrupt)
+	if tierNow != 1 {
+		t.Fatalf("corrupt page moved to tier %d", tierNow)
+	}
+	// A write of the whole page replaces the bad bytes.
+	if err := b.PutPage(0, pages[0], false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ReadPage(0, 0, buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantBytes(t, buf, pages[0])
+	checkAccounting(t, p)
+}
+
+// TestChecksumNamedBlob: the same for a named blob that is not a whole
+// number of chunks.
+func TestChecksumNamedBlob(t *testing.T) {
+	p := testPool(t, 8*testPS, 16*testPS)
+	b := mustBucket(t, p, "n", 0)
+	data := random(3*storedChunk+777, 2)
+	if err := b.Put("x", data); err != nil {
+		t.Fatal(err)
+	}
+	demoteAll(t, b)
+	got, err := b.Get("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBytes(t, got, data)
+	corruptAt(t, b, 1, b.named["x"].off+3*storedChunk+700) // the short last chunk
+	_, err = b.Get("x")
+	wantErr(t, err, ErrCorrupt)
+	buf := make([]byte, 100)
+	if _, err := b.PartialGet("x", 10, buf); err != nil {
+		t.Fatal(err)
+	}
+	wantBytes(t, buf, data[10:110])
+	checkAccounting(t, p)
+}
+
+// TestCompressPerBucket: each codec compresses a bucket's pages and
+// named blobs when they move to the file tier (the capacity saved shows
+// in TierStats), reads (whole, partial, across chunks) return the bytes
+// written, a write in place decompresses first, and the move back to
+// RAM is raw. Random bytes are not compressed (the first chunk says it
+// does not pay) but are checksummed; a bucket without a codec is raw.
+func TestCompressPerBucket(t *testing.T) {
+	for _, name := range []string{CompressZstd, CompressS2, CompressLZ4} {
+		t.Run(name, func(t *testing.T) {
+			p := testPool(t, 8*testPS, 16*testPS)
+			b, err := p.Bucket("f", BucketOptions{PageSize: testPS, Compress: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Compress() != name {
+				t.Fatalf("compress %q", b.Compress())
+			}
+			pages := [][]byte{text(testPS, 0), random(testPS, 3), text(testPS, 1)}
+			for i, d := range pages {
+				if err := b.PutPage(int64(i), d, i == 2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			nb, err := p.Bucket("n", BucketOptions{Compress: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			blobData := text(2*storedChunk+5, 9)
+			if err := nb.Put("x", blobData); err != nil {
+				t.Fatal(err)
+			}
+			demoteAll(t, b)
+			demoteAll(t, nb)
+			st := p.Stats().Tiers[1]
+			if st.Compressed != 3 || st.Checksummed != 4 || st.SavedBytes <= 0 || st.Ratio() < 2 {
+				t.Fatalf("file tier: %+v (ratio %.2f)", st, st.Ratio())
+			}
+			if b.pages[1].st.c != nil {
+				t.Fatal("random page compressed")
+			}
+			checkAccounting(t, p)
+			buf := make([]byte, testPS)
+			for i, d := range pages {
+				if _, err := b.ReadPage(int64(i), 0, buf, nil); err != nil {
+					t.Fatal(err)
+				}
+				wantBytes(t, buf, d)
+				part := buf[:storedChunk+3]
+				if _, err := b.ReadPage(int64(i), storedChunk-1, part, nil); err != nil {
+					t.Fatal(err)
+				}
+				wantBytes(t, part, d[storedChunk-1:2*storedChunk+2])
+			}
+			got, err := nb.Get("x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantBytes(t, got, blobData)
+			// In place on the file tier: decompressed first.
+			if _, err := b.WritePage(0, 10, []byte("XYZ"), nil); err != nil {
+				t.Fatal(err)
+			}
+			copy(pages[0][10:], "XYZ")
+			if b.pages[0].st != nil || b.pages[0].tier != 1 {
+				t.Fatalf("page 0 after a write in place: tier %d stored %v", b.pages[0].tier, b.pages[0].st)
+			}
+			if err := nb.PartialPut("x", 1, []byte("Q")); err != nil {
+				t.Fatal(err)
+			}
+			blobData[1] = 'Q'
+			checkAccounting(t, p)
+			b.mu.Lock()
+			err = promoteLocked(t, b, b.pages[2])
+			b.mu.Unlock()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.pages[2].st != nil || b.pages[2].tier != 0 {
+				t.Fatal("promoted page not raw in RAM")
+			}
+			for i, d := range pages {
+				if _, err := b.ReadPage(int64(i), 0, buf, nil); err != nil {
+					t.Fatal(err)
+				}
+				wantBytes(t, buf, d)
+			}
+			if got, _ := nb.Get("x"); !bytes.Equal(got, blobData) {
+				t.Fatal("named blob after partial put")
+			}
+			if st := p.Stats().Tiers[1]; st.Compressed != 0 || st.SavedBytes != 0 {
+				t.Fatalf("file tier after writes and promotion: %+v", st)
+			}
+			checkAccounting(t, p)
+			p.DeleteBucket("f")
+			p.DeleteBucket("n")
+			if st := p.Stats().Tiers[1]; st.Used != 0 || st.Checksummed != 0 {
+				t.Fatalf("file tier after delete: %+v", st)
+			}
+		})
+	}
+	p := testPool(t, 8*testPS, 16*testPS)
+	b := mustBucket(t, p, "plain", testPS)
+	b.PutPage(0, text(testPS, 0), false)
+	demoteAll(t, b)
+	if st := p.Stats().Tiers[1]; st.Compressed != 0 || st.Checksummed != 1 {
+		t.Fatalf("bucket without a codec: %+v", st)
+	}
+	if _, err := p.Bucket("bad", BucketOptions{Compress: "gzip"}); err == nil {
+		t.Fatal("unknown codec accepted")
+	}
+}
+
+// TestCompressCorruptChunk: a byte flipped in a compressed chunk is
+// caught (by the codec or the checksum).
+func TestCompressCorruptChunk(t *testing.T) {
+	for _, name := range []string{CompressZstd, CompressS2, CompressLZ4} {
+		t.Run(name, func(t *testing.T) {
+			p := testPool(t, 8*testPS, 16*testPS)
+			b, _ := p.Bucket("f", BucketOptions{PageSize: testPS, Compress: name})
+			b.PutPage(0, text(testPS, 0), false)
+			demoteAll(t, b)
+			st := b.pages[0].st
+			corruptAt(t, b, 1, int64(st.offs[1]+st.offs[2])/2) // inside chunk 1
+			_, err := b.ReadPage(0, storedChunk, make([]byte, 10), nil)
+			wantErr(t, err, ErrCorrupt)
+		})
+	}
+}
