@@ -336,6 +336,20 @@ func (b *Bucket) HasPage(i int64) bool {
 	return b.pages[i] != nil
 }
 
+// DropCleanPage drops page i if it is resident and clean (a caller that
+// holds a good copy of it, repairing a page ErrCorrupt reported); it
+// reports whether it did.
+func (b *Bucket) DropCleanPage(i int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bl := b.pages[i]
+	if b.dead || bl == nil || bl.dirty || bl.busy {
+		return false
+	}
+	b.removeLocked(bl)
+	return true
+}
+
 // DeletePage drops page i (dirty or not) and frees its space.
 func (b *Bucket) DeletePage(i int64) {
 	b.mu.Lock()
