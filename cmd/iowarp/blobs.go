@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/client"
 	"github.com/iowarp/iowarp/internal/units"
 )
@@ -76,21 +77,32 @@ func newBlobCmds() []*cobra.Command {
 
 func newPutCmd() *cobra.Command {
 	var t ipcTarget
+	var compress string
 	cmd := &cobra.Command{
 		Use:   "put BUCKET BLOB [FILE|-]",
 		Short: "Store FILE (or stdin) as BLOB in BUCKET of the running daemon's buffer pool",
 		Args:  cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !bufferpool.ValidCompress(compress) {
+				return fmt.Errorf("--compress %q: not one of %s", compress, strings.Join(bufferpool.Codecs(), ", "))
+			}
 			data, err := readInput(args[2:])
 			if err != nil {
 				return err
 			}
 			return t.withBucket(args[0], func(_ *client.Client, b *client.Bucket) error {
+				if compress != "" {
+					if err := b.SetCompress(compress); err != nil {
+						return err
+					}
+				}
 				return b.Put(args[1], data)
 			})
 		},
 	}
 	t.register(cmd)
+	cmd.Flags().StringVar(&compress, "compress", "", "compress the bucket's blobs when they move to a slower tier: "+
+		strings.Join(bufferpool.Codecs(), ", ")+" (RAM stays uncompressed; a blob that does not shrink is stored as it is)")
 	return cmd
 }
 

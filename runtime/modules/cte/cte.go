@@ -50,6 +50,7 @@ func New(pool *bufferpool.Pool) *Module {
 		{MPartialPut, m.partialPut}, {MPartialGet, m.partialGet}, {MDelete, m.delete},
 		{MList, m.list}, {MStat, m.stat}, {MSetTag, m.setTag}, {MDeleteTag, m.deleteTag},
 		{MBuckets, m.buckets}, {MDeleteBucket, m.deleteBucket}, {MStats, m.stats},
+		{MSetCompress, m.setCompress},
 	}
 	return m
 }
@@ -337,6 +338,21 @@ func (m *Module) deleteTag(_ context.Context, t *runtime.Task) (runtime.Result, 
 	}
 	delete(tags, k)
 	return runtime.Result{}, nil
+}
+
+// setCompress sets the codec the bucket's blobs get when they move to a
+// slower tier (bufferpool.Codecs; "" or "none": none).
+func (m *Module) setCompress(_ context.Context, t *runtime.Task) (runtime.Result, error) {
+	r := runtime.NewArgReader(t.Args)
+	b, err := m.bucket(t, r)
+	if err != nil {
+		return runtime.Result{}, err
+	}
+	codec := r.String(16)
+	if err := r.Done(); err != nil {
+		return runtime.Result{}, err
+	}
+	return runtime.Result{}, wrap(b.SetCompress(codec))
 }
 
 func (m *Module) buckets(_ context.Context, t *runtime.Task) (runtime.Result, error) {

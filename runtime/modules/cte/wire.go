@@ -23,6 +23,7 @@ const (
 	MBuckets      = "buckets"       // () Out: u32 n, n × name
 	MDeleteBucket = "delete_bucket" // (name)
 	MStats        = "stats"         // () Out: JSON of bufferpool.Stats
+	MSetCompress  = "set_compress"  // (ref, codec): codec of blobs moving to slower tiers
 )
 
 // Limits on names and tags.
