@@ -67,6 +67,9 @@ type Options struct {
 	// cache; by default a page the page cache does not hold is read with
 	// O_DIRECT (direct.go).
 	BufferedStageIn bool
+	// Compress chooses the codec of a file's pages on slower tiers by
+	// path (compress.go): the first rule that matches wins.
+	Compress []CompressRule
 }
 
 // DefaultDrainTimeout is Options.DrainTimeout's default.

@@ -110,6 +110,9 @@ func New(pool *bufferpool.Pool, opts Options) (*FS, error) {
 	if opts.Readahead == 0 {
 		opts.Readahead = DefaultReadahead
 	}
+	if err := checkCompressRules(opts.Compress); err != nil {
+		return nil, err
+	}
 	root, err := namespaceDir(&opts)
 	if err != nil {
 		return nil, err

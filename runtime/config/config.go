@@ -50,12 +50,13 @@ type Config struct {
 	LogLevel         string // a logrus level
 	AllowOther       bool
 	Passthrough      bool
-	WritebackCache   bool     // the kernel's FUSE writeback cache (fusefs.Options.WritebackCache)
-	FuseIoUring      string   // auto | on | off: FUSE requests over io_uring (fusefs.Options.IoUring)
-	ControlDir       string   // "" = control.DefaultDir()
-	MetricsListen    string   // host:port of the Prometheus endpoint; "" = off
-	Modules          []string // module plugins (.so) loaded at start (config_modules.go)
-	OOMScoreAdj      int      // the daemon's oom_score_adj (-1000..1000)
+	WritebackCache   bool                 // the kernel's FUSE writeback cache (fusefs.Options.WritebackCache)
+	FuseIoUring      string               // auto | on | off: FUSE requests over io_uring (fusefs.Options.IoUring)
+	ControlDir       string               // "" = control.DefaultDir()
+	MetricsListen    string               // host:port of the Prometheus endpoint; "" = off
+	Modules          []string             // module plugins (.so) loaded at start (config_modules.go)
+	Compress         []files.CompressRule // codec of file pages on slower tiers by path glob (config_compress.go)
+	OOMScoreAdj      int                  // the daemon's oom_score_adj (-1000..1000)
 	// FormatHelperMemory is each format helper's address-space limit in
 	// bytes (0 = formats/helper's default).
 	FormatHelperMemory int64
@@ -223,6 +224,7 @@ func (c *Config) clone() *Config {
 	n := *c
 	n.Tiers = append([]Tier(nil), c.Tiers...)
 	n.Modules = append([]string(nil), c.Modules...)
+	n.Compress = append([]files.CompressRule(nil), c.Compress...)
 	n.lines = maps.Clone(c.lines)
 	n.flags = maps.Clone(c.flags)
 	if n.lines == nil {
@@ -448,6 +450,7 @@ func (c *Config) FilesOptions() files.Options {
 		DrainTimeout:     c.DrainTimeout,
 		Readahead:        c.Readahead,
 		BufferedStageIn:  !c.DirectStageIn,
+		Compress:         c.Compress,
 	}
 	if o.Readahead == 0 {
 		o.Readahead = -1 // off (0 is the file layer's default)

@@ -59,6 +59,7 @@ func (d *decoder) top(n *yaml.Node) error {
 		"control_dir":          d.str(&c.ControlDir),
 		"metrics_listen":       d.str(&c.MetricsListen),
 		"modules":              d.modules,
+		"compress":             d.compress,
 		"format_helper_memory": d.bytes(&c.FormatHelperMemory),
 		"oom_score_adj":        d.integer(&c.OOMScoreAdj, -1000, 1000),
 	})
