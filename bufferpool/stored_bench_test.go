@@ -1,0 +1,131 @@
+package bufferpool
+
+import (
+	"hash/crc32"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// Benchmarks of the slower tiers' stored form. Throughput is per byte of
+// logical data (MB/s); "ratio" is logical bytes over stored bytes (each
+// 64 KiB chunk compressed on its own, as the pool stores it, a chunk
+// that does not shrink counted raw). The baseline in the same run is a
+// memmove of the same bytes (BenchmarkChecksum/copy): compare against it,
+// not across machines.
+//
+//	go test -run '^$' -bench 'Checksum|Codec' -benchtime 20x ./bufferpool/
+
+// BenchmarkChecksum: crc32c of 1 MiB (hardware accelerated) against a
+// copy of it.
+func BenchmarkChecksum(b *testing.B) {
+	src := random(1<<20, 7)
+	dst := make([]byte, len(src))
+	b.Run("crc32c", func(b *testing.B) {
+		b.SetBytes(int64(len(src)))
+		for b.Loop() {
+			crc32.Checksum(src, castagnoli)
+		}
+	})
+	b.Run("copy", func(b *testing.B) {
+		b.SetBytes(int64(len(src)))
+		for b.Loop() {
+			copy(dst, src)
+		}
+	})
+}
+
+var (
+	ckptOnce sync.Once
+	ckpt     []byte
+	ckptErr  string
+)
+
+// checkpoint returns the bytes of an HDF5 checkpoint written by h5py
+// (testdata/checkpoint.py), or skips.
+func checkpoint(b *testing.B) []byte {
+	ckptOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "iowarp-ckpt-")
+		if err != nil {
+			ckptErr = err.Error()
+			return
+		}
+		defer os.RemoveAll(dir)
+		out := filepath.Join(dir, "ckpt.h5")
+		if msg, err := exec.Command("/usr/bin/python3", "testdata/checkpoint.py", out).CombinedOutput(); err != nil {
+			ckptErr = "python3 with h5py and numpy (make deps): " + err.Error() + ": " + string(msg)
+			return
+		}
+		ckpt, err = os.ReadFile(out)
+		if err != nil {
+			ckptErr = err.Error()
+		}
+	})
+	if ckpt == nil {
+		b.Skip(ckptErr)
+	}
+	return ckpt
+}
+
+// BenchmarkCodec: compression and decompression of an HDF5 checkpoint
+// and of random bytes, per codec, in the pool's 64 KiB chunks.
+func BenchmarkCodec(b *testing.B) {
+	inputs := []struct {
+		name string
+		data func(*testing.B) []byte
+	}{
+		{"hdf5", checkpoint},
+		{"random", func(*testing.B) []byte { return random(8<<20, 9) }},
+	}
+	for _, in := range inputs {
+		for _, name := range []string{CompressZstd, CompressS2, CompressLZ4} {
+			c, _ := codecByName(name)
+			b.Run(in.name+"/"+name+"/encode", func(b *testing.B) {
+				data := in.data(b)
+				cbuf := make([]byte, 3*storedChunk)
+				var stored int64
+				b.SetBytes(int64(len(data)))
+				for b.Loop() {
+					stored = 0
+					for off := 0; off < len(data); off += storedChunk {
+						chunk := data[off:min(off+storedChunk, len(data))]
+						out, ok := c.encode(cbuf[:0], chunk)
+						if !ok {
+							out = chunk
+						}
+						stored += int64(len(out))
+					}
+				}
+				b.ReportMetric(float64(len(data))/float64(stored), "ratio")
+			})
+			b.Run(in.name+"/"+name+"/decode", func(b *testing.B) {
+				data := in.data(b)
+				var enc [][]byte
+				for off := 0; off < len(data); off += storedChunk {
+					chunk := data[off:min(off+storedChunk, len(data))]
+					out, ok := c.encode(nil, chunk)
+					if !ok {
+						out = nil // raw: nothing to decode
+					}
+					enc = append(enc, append([]byte(nil), out...))
+				}
+				dst := make([]byte, storedChunk)
+				b.SetBytes(int64(len(data)))
+				for b.Loop() {
+					for k, e := range enc {
+						n := min(storedChunk, len(data)-k*storedChunk)
+						if e == nil {
+							copy(dst[:n], data[k*storedChunk:])
+							continue
+						}
+						if err := c.decode(dst[:n], e); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	}
+}
