@@ -79,7 +79,7 @@ type storeCounters struct {
 	corrupt    atomic.Uint64 // checksum mismatches found reading the tier
 }
 
-// chunkBufs holds scratch buffers for one chunk and its compressed form.
+// chunkBufs holds scratch room for one chunk's compressed form.
 var chunkBufs = sync.Pool{New: func() any { b := make([]byte, 3*storedChunk); return &b }}
 
 // spanLocked is the logical bytes of bl in its segment.
@@ -95,60 +95,89 @@ func chunks(span int64) int { return int((span + storedChunk - 1) / storedChunk)
 // chunkLen is the logical length of chunk k of span bytes.
 func chunkLen(span int64, k int) int64 { return min(storedChunk, span-int64(k)*storedChunk) }
 
-// readBlobLocked reads buf at off of bl, through its stored form. Needs
-// the bucket's lock (shared is enough).
+// batchBufs holds buffers of one batch (storedBatch logical bytes) for
+// reads and moves of stored blobs.
+var batchBufs = sync.Pool{New: func() any { b := make([]byte, storedBatch); return &b }}
+
+// storedBatch is how much a move or a large read handles per I/O: the
+// chunks of a batch are read (and written) with one call each.
+const storedBatch = 16 * storedChunk
+
+// buffer returns n bytes of scratch: pooled up to storedBatch, with the
+// function that gives them back.
+func buffer(n int64) ([]byte, func()) {
+	if n > storedBatch {
+		return make([]byte, n), func() {}
+	}
+	bp := batchBufs.Get().(*[]byte)
+	return (*bp)[:n], func() { batchBufs.Put(bp) }
+}
+
+// readBlobLocked reads buf at off of bl, through its stored form: the
+// chunks it touches are read with one call, decompressed and checked.
+// Needs the bucket's lock (shared is enough).
 func (b *Bucket) readBlobLocked(bl *blob, off int64, buf []byte) error {
 	seg := b.segs[bl.tier].seg
 	st := bl.st
-	if st == nil {
+	if st == nil || len(buf) == 0 {
 		return seg.ReadAt(buf, bl.off+off)
 	}
-	bp := chunkBufs.Get().(*[]byte)
-	defer chunkBufs.Put(bp)
 	end := off + int64(len(buf))
-	for pos := off; pos < end; {
-		k := int(pos / storedChunk)
-		lo := int64(k) * storedChunk
-		n := chunkLen(st.span, k)
-		if n <= 0 { // past the span (a named blob's tail): zeros
-			clear(buf[pos-off:])
+	if end > st.span { // a named blob's bytes past its size read as zero
+		clear(buf[max(0, st.span-off):])
+		if off >= st.span {
 			return nil
 		}
-		hi := min(lo+n, end)
-		dst := (*bp)[:n]
-		if pos == lo && hi == lo+n {
-			dst = buf[pos-off : pos-off+n] // a whole chunk: in place
-		}
-		if err := b.chunkLocked(bl, k, dst, (*bp)[storedChunk:]); err != nil {
-			return err
-		}
-		if &dst[0] != &buf[pos-off] {
-			copy(buf[pos-off:hi-off], dst[pos-lo:])
-		}
-		pos = hi
+		buf, end = buf[:st.span-off], st.span
+	}
+	k0, k1 := int(off/storedChunk), int((end-1)/storedChunk)
+	lo, hi := int64(k0)*storedChunk, min(int64(k1+1)*storedChunk, st.span)
+	dst := buf
+	if lo != off || hi != end {
+		tmp, put := buffer(hi - lo)
+		defer put()
+		dst = tmp
+	}
+	if err := b.readChunksLocked(bl, k0, k1, dst); err != nil {
+		return err
+	}
+	if &dst[0] != &buf[0] {
+		copy(buf, dst[off-lo:])
 	}
 	return nil
 }
 
-// chunkLocked reads chunk k of bl into dst (its logical length), through
-// scratch, decompressing and checking it.
-func (b *Bucket) chunkLocked(bl *blob, k int, dst, scratch []byte) error {
+// readChunksLocked reads chunks k0..k1 of bl into dst (their logical
+// bytes) and checks them.
+func (b *Bucket) readChunksLocked(bl *blob, k0, k1 int, dst []byte) error {
 	st, seg := bl.st, b.segs[bl.tier].seg
-	var err error
+	base := int64(k0) * storedChunk
 	if st.c == nil {
-		err = seg.ReadAt(dst, bl.off+int64(k)*storedChunk)
-	} else if lo, hi := int64(st.offs[k]), int64(st.offs[k+1]); hi-lo == int64(len(dst)) {
-		err = seg.ReadAt(dst, bl.off+lo)
-	} else if err = seg.ReadAt(scratch[:hi-lo], bl.off+lo); err == nil {
-		if derr := st.c.decode(dst, scratch[:hi-lo]); derr != nil {
-			return b.corruptLocked(bl, k, fmt.Sprintf("%s: %v", st.c.name(), derr))
+		if err := seg.ReadAt(dst, bl.off+base); err != nil {
+			return fmt.Errorf("read %s of bucket %s: %w", bl.key(), b.Name(), err)
+		}
+	} else {
+		clo, chi := int64(st.offs[k0]), int64(st.offs[k1+1])
+		cbuf, put := buffer(chi - clo)
+		defer put()
+		if err := seg.ReadAt(cbuf, bl.off+clo); err != nil {
+			return fmt.Errorf("read %s of bucket %s: %w", bl.key(), b.Name(), err)
+		}
+		for k := k0; k <= k1; k++ {
+			piece := cbuf[int64(st.offs[k])-clo : int64(st.offs[k+1])-clo]
+			d := dst[int64(k)*storedChunk-base:][:chunkLen(st.span, k)]
+			if len(piece) == len(d) {
+				copy(d, piece) // stored raw: it did not shrink
+			} else if err := st.c.decode(d, piece); err != nil {
+				return b.corruptLocked(bl, k, fmt.Sprintf("%s: %v", st.c.name(), err))
+			}
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("read %s of bucket %s: %w", bl.key(), b.Name(), err)
-	}
-	if got := crc32.Checksum(dst, castagnoli); got != st.sums[k] {
-		return b.corruptLocked(bl, k, fmt.Sprintf("crc32c %08x, written %08x", got, st.sums[k]))
+	for k := k0; k <= k1; k++ {
+		d := dst[int64(k)*storedChunk-base:][:chunkLen(st.span, k)]
+		if got := crc32.Checksum(d, castagnoli); got != st.sums[k] {
+			return b.corruptLocked(bl, k, fmt.Sprintf("crc32c %08x, written %08x", got, st.sums[k]))
+		}
 	}
 	return nil
 }
@@ -171,72 +200,72 @@ func (b *Bucket) codecForLocked(bl *blob) codec {
 }
 
 // transferLocked writes bl's logical bytes to dseg at doff, in the form
-// tier dst keeps them, and returns that form (nil: raw).
+// tier dst keeps them, and returns that form (nil: raw). It moves a
+// batch of chunks per read and per write.
 func (b *Bucket) transferLocked(bl *blob, dseg *tier.Segment, doff int64, dst int) (*stored, error) {
 	span := b.spanLocked(bl)
-	if span == 0 || b.p.tiers[dst].memory() {
-		if bl.st == nil {
-			return nil, copySeg(dseg, doff, b.segs[bl.tier].seg, bl.off, span)
+	memory := span == 0 || b.p.tiers[dst].memory()
+	if memory && bl.st == nil {
+		return nil, copySeg(dseg, doff, b.segs[bl.tier].seg, bl.off, span)
+	}
+	var st *stored
+	if !memory {
+		n := chunks(span)
+		st = &stored{c: b.codecForLocked(bl), sums: make([]uint32, n), span: span}
+		if st.c != nil {
+			st.offs = make([]uint32, n+1)
 		}
-		return nil, b.decodeToLocked(bl, dseg, doff)
 	}
-	bp := chunkBufs.Get().(*[]byte)
-	defer chunkBufs.Put(bp)
-	raw, cbuf := (*bp)[:storedChunk], (*bp)[storedChunk:]
-	n := chunks(span)
-	st := &stored{c: b.codecForLocked(bl), sums: make([]uint32, n), span: span}
-	if st.c != nil {
-		st.offs = make([]uint32, n+1)
-	}
-	var pos int64
-	for k := range n {
-		chunk := raw[:chunkLen(span, k)]
-		if err := b.readBlobLocked(bl, int64(k)*storedChunk, chunk); err != nil {
+	lbuf, put := buffer(min(span, storedBatch))
+	defer put()
+	obuf, oput := buffer(min(span, storedBatch))
+	defer oput()
+	cp := chunkBufs.Get().(*[]byte)
+	defer chunkBufs.Put(cp)
+	var pos int64 // stored bytes written (compressed)
+	for lo := int64(0); lo < span; lo += storedBatch {
+		logical := lbuf[:min(storedBatch, span-lo)]
+		if err := b.readBlobLocked(bl, lo, logical); err != nil {
 			return nil, err
 		}
-		st.sums[k] = crc32.Checksum(chunk, castagnoli)
-		out := chunk
-		if st.c != nil {
-			enc, ok := st.c.encode(cbuf[:0], chunk)
-			switch {
-			case k == 0 && (!ok || len(enc)*8 > len(chunk)*7):
-				st.c, st.offs = nil, nil // does not pay: the blob stays raw
-			case ok:
-				out = enc
+		if st == nil {
+			if err := dseg.WriteAt(logical, doff+lo); err != nil {
+				return nil, err
 			}
+			continue
 		}
-		woff := int64(k) * storedChunk
-		if st.c != nil {
-			woff = pos
+		out := obuf[:0]
+		for c := int64(0); c < int64(len(logical)); c += storedChunk {
+			k := int((lo + c) / storedChunk)
+			chunk := logical[c:min(c+storedChunk, int64(len(logical)))]
+			st.sums[k] = crc32.Checksum(chunk, castagnoli)
+			if st.c == nil {
+				continue
+			}
+			enc, ok := st.c.encode((*cp)[:0], chunk)
+			if k == 0 && (!ok || len(enc)*8 > len(chunk)*7) {
+				st.c, st.offs = nil, nil // does not pay: the blob is stored raw
+				continue
+			}
+			if !ok {
+				enc = chunk
+			}
+			out = append(out, enc...)
+			st.offs[k+1] = uint32(pos + int64(len(out)))
 		}
-		if err := dseg.WriteAt(out, doff+woff); err != nil {
+		if st.c == nil {
+			out = logical
+			pos = lo
+		}
+		if err := dseg.WriteAt(out, doff+pos); err != nil {
 			return nil, err
 		}
-		pos = woff + int64(len(out))
-		if st.c != nil {
-			st.offs[k+1] = uint32(pos)
-		}
+		pos += int64(len(out))
 	}
-	if st.c != nil {
+	if st != nil && st.c != nil {
 		st.saved = max(0, roundUp(span)-roundUp(pos))
 	}
 	return st, nil
-}
-
-// decodeToLocked writes bl's logical bytes raw to dseg at doff.
-func (b *Bucket) decodeToLocked(bl *blob, dseg *tier.Segment, doff int64) error {
-	bp := chunkBufs.Get().(*[]byte)
-	defer chunkBufs.Put(bp)
-	for k := range chunks(bl.st.span) {
-		chunk := (*bp)[:chunkLen(bl.st.span, k)]
-		if err := b.chunkLocked(bl, k, chunk, (*bp)[storedChunk:]); err != nil {
-			return err
-		}
-		if err := dseg.WriteAt(chunk, doff+int64(k)*storedChunk); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // storeLocked makes st bl's form on its tier t (after a move there):
