@@ -129,3 +129,42 @@ func BenchmarkCodec(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMove: a 1 MiB page of the HDF5 checkpoint moved down to the
+// file tier and back up, per codec ("none": checksummed only), against
+// the same move storing the page raw without checksums ("plain": what a
+// move was before stored forms, the baseline of the run).
+func BenchmarkMove(b *testing.B) {
+	page := checkpoint(b)[4<<20 : 5<<20]
+	for _, codec := range []string{"plain", CompressNone, CompressZstd, CompressS2, CompressLZ4} {
+		b.Run(codec, func(b *testing.B) {
+			p := testPool(b, 8<<20, 8<<20)
+			bk := mustBucket(b, p, "m", 1<<20)
+			if codec == "plain" {
+				storeSlower = false
+				defer func() { storeSlower = true }()
+			} else {
+				bk.SetCompress(codec)
+			}
+			if err := bk.PutPage(0, page, false); err != nil {
+				b.Fatal(err)
+			}
+			bk.mu.Lock()
+			defer bk.mu.Unlock()
+			bl := bk.pages[0]
+			b.SetBytes(2 << 20)
+			for b.Loop() {
+				bk.demoteLocked(bl, 0)
+				if bl.tier != 1 {
+					b.Fatal("not demoted")
+				}
+				if !p.tiers[0].reserve(bl.alloc) {
+					b.Fatal("no room")
+				}
+				if err := bk.moveLocked(bl, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
