@@ -248,3 +248,65 @@ func TestChecksumTierRepaired(t *testing.T) {
 		t.Fatalf("%d log lines, want 1:\n%s", n, logs)
 	}
 }
+
+// TestChecksumNoXattrs: on a backing store without user xattrs (ramfs)
+// the write-back says so once in the log and keeps the record in memory:
+// corruption behind the daemon's back is still caught while the file
+// object lives.
+func TestChecksumNoXattrs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a ramfs backing store needs root")
+	}
+	dir := t.TempDir()
+	backing := filepath.Join(dir, "backing")
+	if err := os.Mkdir(backing, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("none", backing, "ramfs", 0, ""); err != nil {
+		t.Skipf("mount ramfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(backing, 0) })
+	pool, err := bufferpool.New(bufferpool.Config{Tiers: []bufferpool.TierConfig{
+		{Name: "ram", Kind: bufferpool.KindRAM, Capacity: 16 * testPage}}, OrganizerInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := New(pool, Options{Backing: backing, Mode: Writeback, PageSize: testPage, ScratchDir: filepath.Join(dir, "s")})
+	if err != nil {
+		pool.Close()
+		t.Fatal(err)
+	}
+	fs := &testFS{FS: fsys, pool: pool, backing: backing}
+	t.Cleanup(func() { fsys.Close(); pool.Close() }) // before the unmount
+	logs := captureLog(t, fs)
+	data := randomBytes(2*testPage, 6)
+	for _, name := range []string{"a", "b"} {
+		h := mustOpen(t, fs, name, os.O_RDWR|os.O_CREATE)
+		if _, err := h.WriteAt(data, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Fsync(false); err != nil {
+			t.Fatal(err)
+		}
+		h.Release()
+	}
+	if n := logs.count("keeps no user xattrs"); n != 1 {
+		t.Fatalf("%d log lines about xattrs, want 1:\n%s", n, logs)
+	}
+	if _, err := unix.Getxattr(filepath.Join(backing, "a"), sumXattr, nil); err == nil {
+		t.Fatal("an xattr on ramfs")
+	}
+	h := mustOpen(t, fs, "a", os.O_RDONLY)
+	defer h.Release()
+	if _, err := fs.Evict(context.Background(), []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	flipByte(t, filepath.Join(backing, "a"), testPage+3)
+	buf := make([]byte, testPage)
+	if _, err := h.ReadAt(buf, testPage); !errors.Is(err, unix.EIO) {
+		t.Fatalf("corrupt page on a store without xattrs: %v", err)
+	}
+	if _, err := h.ReadAt(buf, 0); err != nil {
+		t.Fatalf("good page: %v", err)
+	}
+}
