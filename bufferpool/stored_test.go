@@ -290,3 +290,20 @@ func TestCompressCorruptChunk(t *testing.T) {
 		})
 	}
 }
+
+// TestPinStored: a page in a stored form is not handed out raw for a
+// zero-copy read (its bytes are compressed, or must be checked).
+func TestPinStored(t *testing.T) {
+	p := testPool(t, 8*testPS, 16*testPS)
+	b, _ := p.Bucket("f", BucketOptions{PageSize: testPS, Compress: CompressS2})
+	b.PutPage(0, text(testPS, 0), false)
+	if _, _, unpin, ok := b.PinPage(0, 0, 100); !ok {
+		t.Fatal("RAM page not pinned")
+	} else {
+		unpin()
+	}
+	demoteAll(t, b)
+	if _, _, _, ok := b.PinPage(0, 0, 100); ok {
+		t.Fatal("compressed page pinned")
+	}
+}

@@ -354,6 +354,9 @@ func (f *file) readPage(i, po int64, dst []byte, around bool) error {
 		return nil
 	}
 	found, err = f.stageIn(i, po, dst, fill)
+	if errors.Is(err, bufferpool.ErrCorrupt) && !errors.Is(err, unix.EIO) {
+		err = fmt.Errorf("read page %d of %s: %w: %w", i, f.displayName(), err, unix.EIO)
+	}
 	if found {
 		f.demandHit(i) // staged in meanwhile (by a prefetch it waited for)
 	} else {
