@@ -82,6 +82,10 @@ type fileSums struct {
 	loaded bool
 	rec    sumRecord
 	logged map[int64]bool // pages whose mismatch was logged
+	// unsaved: the record changed since the xattr was last written (a
+	// pass without a sync: writethrough writes); tooBig: the record no
+	// longer fits an xattr (removed once, kept in memory).
+	unsaved, tooBig bool
 }
 
 // pageSum is the checksum of a page whose first n bytes are data: the rest
@@ -286,10 +290,12 @@ func (f *file) startSumPassLocked() {
 	}
 }
 
-// commitSumPassLocked records a pass that reached the backing store: its
-// sums, with the backing file's size and mtime now, in memory and in the
-// xattr. Called with backingMu held.
-func (f *file) commitSumPassLocked(p *sumPass) {
+// commitSumPassLocked records a pass that reached the backing file: its
+// sums, with the backing file's size and mtime now, in memory, and when
+// the pass synced (save) in the xattr too; a pass without a sync (a
+// writethrough write) leaves that to the next fsync. Called with
+// backingMu held.
+func (f *file) commitSumPassLocked(p *sumPass, save bool) {
 	var st unix.Stat_t
 	if unix.Fstat(int(f.backing.Fd()), &st) != nil {
 		return
@@ -311,40 +317,63 @@ func (f *file) commitSumPassLocked(p *sumPass) {
 		}
 	}
 	rec.size, rec.mtime = st.Size, st.Mtim.Nano()
-	var val []byte
-	if len(rec.sums) > 0 {
-		val = rec.encode()
+	f.sums.unsaved = true
+	f.sums.mu.Unlock()
+	if save {
+		f.saveSumsLocked()
 	}
+}
+
+// saveSumsLocked writes the record to the xattr if it changed since.
+// Called with backingMu held.
+func (f *file) saveSumsLocked() {
+	f.sums.mu.Lock()
+	if !f.sums.unsaved || f.fs.noXattr.Load() {
+		f.sums.mu.Unlock()
+		return
+	}
+	f.sums.unsaved = false
+	rec := &f.sums.rec
+	var val []byte
+	big := len(rec.sums) > maxSumXattr/4 // a page takes 4 bytes at the least
+	if !big && len(rec.sums) > 0 {
+		val = rec.encode()
+		big = len(val) > maxSumXattr
+	}
+	if big {
+		val = nil
+		if f.sums.tooBig {
+			f.sums.mu.Unlock()
+			return // removed already
+		}
+		f.fs.stats.sumsNotStored.Add(1)
+	}
+	f.sums.tooBig = big
 	f.sums.mu.Unlock()
 	f.storeSums(val)
 }
 
-// storeSums writes the record's xattr (nil: removes it).
+// storeSums writes the record's xattr, or with val nil (no record, or one
+// that does not fit) removes it: a later daemon must not find an older
+// record than what this one knows, even one the size and mtime would
+// refuse.
 func (f *file) storeSums(val []byte) {
-	if f.fs.noXattr.Load() {
-		return
-	}
 	fd := int(f.backing.Fd())
 	var err error
-	switch {
-	case len(val) > maxSumXattr:
-		err = unix.E2BIG
-	case val != nil:
+	if val != nil {
 		if err = unix.Fsetxattr(fd, sumXattr, val, 0); err == nil {
 			return
 		}
 	}
-	switch {
-	case errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EOPNOTSUPP):
+	if errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EOPNOTSUPP) {
 		f.fs.noUserXattrs(err)
 		return
-	case err != nil:
-		f.fs.stats.sumsNotStored.Add(1) // too large for the store (E2BIG, ENOSPC): memory only
 	}
-	// No record to store, or it does not fit: leave none rather than a
-	// stale one (a stale one would not match the size and mtime, but a
-	// later write-back of a smaller record must not find an old one).
-	if rerr := unix.Fremovexattr(fd, sumXattr); rerr != nil && errors.Is(rerr, unix.ENOTSUP) {
+	if err != nil {
+		f.fs.stats.sumsNotStored.Add(1) // too large for this store (E2BIG, ENOSPC): memory only
+	}
+	rerr := unix.Fremovexattr(fd, sumXattr)
+	if errors.Is(rerr, unix.ENOTSUP) || errors.Is(rerr, unix.EOPNOTSUPP) {
 		f.fs.noUserXattrs(rerr)
 	}
 }

@@ -153,11 +153,8 @@ func TestChecksumBackingFile(t *testing.T) {
 }
 
 // TestChecksumRecordOnlyWholePages: a page written back in part gets no
-// checksum (bytes the pool did not write are the backing file's), so a
-// later change of those bytes is not taken for corruption... unless
-// size and mtime say the file is as written back, which they do not
-// after the external write here; and the record drops a page once a
-// partial write-back covers it.
+// checksum (its other bytes are the backing file's, which the pool may
+// not have read), in memory or in the xattr; a page written whole does.
 func TestChecksumRecordOnlyWholePages(t *testing.T) {
 	fs := newTestFS(t, Writeback, 16*testPage, 16*testPage, nil)
 	bp := filepath.Join(fs.backing, "p")
@@ -308,5 +305,60 @@ func TestChecksumNoXattrs(t *testing.T) {
 	}
 	if _, err := h.ReadAt(buf, 0); err != nil {
 		t.Fatalf("good page: %v", err)
+	}
+}
+
+// TestChecksumWritethrough: writethrough writes record their pages in
+// memory and the xattr is written at the fsync.
+func TestChecksumWritethrough(t *testing.T) {
+	fs := newTestFS(t, Writethrough, 16*testPage, 16*testPage, nil)
+	h := mustOpen(t, fs, "w", os.O_RDWR|os.O_CREATE)
+	defer h.Release()
+	data := randomBytes(2*testPage, 7)
+	if _, err := h.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	bp := filepath.Join(fs.backing, "w")
+	if _, err := unix.Getxattr(bp, sumXattr, nil); !errors.Is(err, unix.ENODATA) {
+		t.Fatalf("xattr before fsync: %v", err)
+	}
+	if err := h.Fsync(true); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := decodeSumRecord(mustXattr(t, bp))
+	if err != nil || len(rec.sums) != 2 || rec.sums[1] != pageSum(data[testPage:], testPage) {
+		t.Fatalf("record after fsync: %+v %v", rec, err)
+	}
+}
+
+// TestChecksumRecordTooBig: a record the backing store's xattrs cannot
+// hold (ext4: one block per inode) is not stored, counted, and the
+// pages are still checked from memory.
+func TestChecksumRecordTooBig(t *testing.T) {
+	const ps = 4096
+	fs := newTestFS(t, Writeback, 4096*ps, 4096*ps, func(o *Options) { o.PageSize = ps })
+	h := mustOpen(t, fs, "big", os.O_RDWR|os.O_CREATE)
+	defer h.Release()
+	data := randomBytes(2048*ps, 8) // 2048 sums: an 8 KiB record
+	if _, err := h.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Fsync(false); err != nil {
+		t.Fatal(err)
+	}
+	bp := filepath.Join(fs.backing, "big")
+	if _, err := unix.Getxattr(bp, sumXattr, nil); err == nil {
+		t.Skip("this backing store holds an 8 KiB xattr")
+	}
+	if got := fs.Stats().ChecksumsNotStored; got != 1 {
+		t.Fatalf("records not stored: %d", got)
+	}
+	if _, err := fs.Evict(context.Background(), []string{"big"}); err != nil {
+		t.Fatal(err)
+	}
+	flipByte(t, bp, 1000*ps+5)
+	buf := make([]byte, ps)
+	if _, err := h.ReadAt(buf, 1000*ps); !errors.Is(err, unix.EIO) {
+		t.Fatalf("corrupt page, record in memory: %v", err)
 	}
 }

@@ -733,6 +733,9 @@ func (f *file) writeBackPages(r wbReq) (deferred bool, err error) {
 		if r.always && r.sync != syncNone {
 			err = f.fs.store.Sync(f.backing, r.sync == syncData)
 			f.noteWriteBack(err)
+			if err == nil {
+				f.saveSumsLocked() // what writethrough writes recorded
+			}
 		}
 		return false, err
 	}
@@ -819,7 +822,7 @@ func (f *file) flushLocked(r wbReq, p wbPass) error {
 			return err
 		}
 	}
-	f.commitSumPassLocked(&f.wbSums)
+	f.commitSumPassLocked(&f.wbSums, r.sync != syncNone)
 	f.markClean(done)
 	if setMtime {
 		f.stateMu.Lock()
