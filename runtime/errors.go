@@ -35,11 +35,14 @@ var (
 	ErrInternal = errors.New("runtime: internal error")
 	// ErrUnknownTask: WaitForTask of an id that is not (or no longer) known.
 	ErrUnknownTask = errors.New("runtime: unknown task id")
+	// ErrCorrupt: the data failed its checksum (EIO); nothing of it was
+	// returned.
+	ErrCorrupt = errors.New("runtime: data failed its checksum")
 )
 
 // codes is the wire table: index = code. Code 0 is success.
 var codes = []error{nil, ErrNoModule, ErrNoMethod, ErrBadArgs, ErrShortBuffer, ErrShutdown,
-	ErrNoEntry, ErrExist, ErrInvalid, ErrNoSpace, ErrTooBusy, ErrInternal, ErrUnknownTask}
+	ErrNoEntry, ErrExist, ErrInvalid, ErrNoSpace, ErrTooBusy, ErrInternal, ErrUnknownTask, ErrCorrupt}
 
 // Code returns the wire code of err: 0 for nil, the code of the first
 // sentinel err wraps, or the code of ErrInternal.

@@ -22,6 +22,8 @@ import (
 	"io"
 	"sync"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/runtime"
 )
@@ -75,6 +77,11 @@ func wrap(err error) error {
 		return fmt.Errorf("%w: %w", runtime.ErrExist, err)
 	case errors.Is(err, bufferpool.ErrClosed):
 		return fmt.Errorf("%w: %w", runtime.ErrShutdown, err)
+	case errors.Is(err, bufferpool.ErrCorrupt):
+		// The pool counts it (TierStats.ChecksumErrors); the one log line
+		// names the bucket, the blob and the bytes.
+		logrus.WithField("module", Name).Errorf("%v: the read fails", err)
+		return fmt.Errorf("%w: %w", runtime.ErrCorrupt, err)
 	}
 	return err
 }
