@@ -130,8 +130,9 @@ type TierStats struct {
 	// restart after kill -9 would write back.
 	Journaled int64 `json:"journaled_pages"`
 	// Checksummed counts the blobs stored here with checksums (moved
-	// here from a faster tier: stored.go); ChecksumErrors the reads of
-	// the tier whose bytes did not match them (ErrCorrupt).
+	// here from a faster tier: stored.go); ChecksumErrors the blobs whose
+	// bytes here failed them (ErrCorrupt; each counted once, every read
+	// of one fails).
 	Checksummed    int64  `json:"checksummed_blobs"`
 	ChecksumErrors uint64 `json:"checksum_errors"`
 	// Compressed counts the blobs stored here compressed, CompressedBytes

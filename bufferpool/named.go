@@ -58,7 +58,7 @@ func (b *Bucket) put(op, name string, off int64, data []byte, keep bool) error {
 		if keep {
 			size = max(size, bl.size)
 		}
-		if err := b.plainLocked(bl); err != nil {
+		if err := b.plainLocked(bl, keep); err != nil {
 			return fmt.Errorf("%s %q: %w", op, name, err)
 		}
 		if err := b.resizeLocked(bl, size, keep); err != nil {

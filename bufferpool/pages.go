@@ -171,7 +171,7 @@ func (b *Bucket) WritePage(i, off int64, data []byte, fill Filler) (version uint
 			return b.wroteRangeLocked(bl, Range{off, off + int64(len(data))}, now), nil
 		}
 	}
-	if err := b.plainLocked(bl); err != nil {
+	if err := b.plainLocked(bl, true); err != nil {
 		return bl.version, fmt.Errorf("write page %d: %w", i, err)
 	}
 	if err := b.segs[bl.tier].seg.WriteAt(data, bl.off+off); err != nil {
@@ -218,7 +218,7 @@ func (b *Bucket) PutPage(i int64, data []byte, dirty bool) error {
 		if bl, err = b.newPageLocked(i, data, dirty, now); err != nil {
 			return err
 		}
-	} else if err := b.plainLocked(bl); err != nil {
+	} else if err := b.plainLocked(bl, false); err != nil {
 		return fmt.Errorf("put page %d: %w", i, err)
 	} else if err := b.segs[bl.tier].seg.WriteAt(data, bl.off); err != nil {
 		return fmt.Errorf("put page %d of bucket %s: %w", i, b.Name(), err)
@@ -302,7 +302,7 @@ func (b *Bucket) MarkDirty(i int64) {
 		// The journal records dirty pages as raw images: a compressed
 		// one is made plain (it stays compressed, unjournaled, only if
 		// its tier has no room to decompress it).
-		b.plainLocked(bl)
+		b.plainLocked(bl, true)
 		b.setDirtyLocked(bl, true)
 		bl.dranges.add(0, b.pageSize)
 	}
@@ -429,7 +429,7 @@ func (b *Bucket) Truncate(size int64) error {
 
 // zeroLocked zeroes n bytes at off of page bl and marks it dirty.
 func (b *Bucket) zeroLocked(bl *blob, off, n int64, now int64) error {
-	if err := b.plainLocked(bl); err != nil {
+	if err := b.plainLocked(bl, true); err != nil {
 		return err
 	}
 	b.wroteRangeLocked(bl, Range{off, off + n}, now)
@@ -451,7 +451,7 @@ func (b *Bucket) PunchRange(off, n int64) error { return b.zeroRange(off, n, b.p
 // dirty ranges: a page left with none is clean (every byte of it is
 // what the caller's copy holds).
 func (b *Bucket) punchLocked(bl *blob, off, n int64, now int64) error {
-	if err := b.plainLocked(bl); err != nil {
+	if err := b.plainLocked(bl, true); err != nil {
 		return err
 	}
 	bl.version++

@@ -72,6 +72,10 @@ type stored struct {
 	// saved is the capacity of the tier the compression leaves free.
 	saved int64
 	span  int64 // logical bytes described
+	// bad: a read found a chunk that fails its checksum. It is counted
+	// once, and the organizer no longer tries to move the blob (each try
+	// would fail the same way); reads still check and fail.
+	bad atomic.Bool
 }
 
 // storeCounters are a tier's counters of stored forms (TierStats).
@@ -80,7 +84,7 @@ type storeCounters struct {
 	compressed atomic.Int64  // blobs compressed
 	logical    atomic.Int64  // logical bytes of the compressed blobs
 	saved      atomic.Int64  // capacity they leave free
-	corrupt    atomic.Uint64 // checksum mismatches found reading the tier
+	corrupt    atomic.Uint64 // blobs found failing their checksums there (each once)
 }
 
 // chunkBufs holds scratch room for one chunk's compressed form.
@@ -188,7 +192,9 @@ func (b *Bucket) readChunksLocked(bl *blob, k0, k1 int, dst []byte) error {
 
 func (b *Bucket) corruptLocked(bl *blob, k int, why string) error {
 	ts := b.p.tiers[bl.tier]
-	ts.sc.corrupt.Add(1)
+	if !bl.st.bad.Swap(true) {
+		ts.sc.corrupt.Add(1)
+	}
 	return fmt.Errorf("%s of bucket %s on tier %s, bytes [%d,+%d): %s: %w", bl.key(), b.Name(), ts.cfg.Name,
 		int64(k)*storedChunk, chunkLen(bl.st.span, k), why, ErrCorrupt)
 }
@@ -207,6 +213,9 @@ func (b *Bucket) codecForLocked(bl *blob) codec {
 // tier dst keeps them, and returns that form (nil: raw). It moves a
 // batch of chunks per read and per write.
 func (b *Bucket) transferLocked(bl *blob, dseg *tier.Segment, doff int64, dst int) (*stored, error) {
+	if bl.st != nil && bl.st.bad.Load() {
+		return nil, fmt.Errorf("move %s of bucket %s: failed its checksum: %w", bl.key(), b.Name(), ErrCorrupt)
+	}
 	span := b.spanLocked(bl)
 	memory := span == 0 || b.p.tiers[dst].memory() || !storeSlower
 	if memory && bl.st == nil {
@@ -309,10 +318,11 @@ func (b *Bucket) unstoreLocked(bl *blob) (saved int64) {
 }
 
 // plainLocked makes bl raw and unchecksummed where it is, before it is
-// written in place: a compressed blob is decompressed into its place,
-// taking back the capacity compression saved (ErrNoSpace if the tier
-// has none).
-func (b *Bucket) plainLocked(bl *blob) error {
+// written in place: with keep, a compressed blob is decompressed into its
+// place (ErrCorrupt if it fails its checksum); without, the caller
+// overwrites all of it and only the form goes. Either way the capacity
+// compression saved is taken back (ErrNoSpace if the tier has none).
+func (b *Bucket) plainLocked(bl *blob, keep bool) error {
 	st := bl.st
 	if st == nil {
 		return nil
@@ -324,6 +334,10 @@ func (b *Bucket) plainLocked(bl *blob) error {
 	ts := b.p.tiers[bl.tier]
 	if st.saved > 0 && !ts.reserve(st.saved) {
 		return fmt.Errorf("decompress %s of bucket %s on tier %s to write it: %w", bl.key(), b.Name(), ts.cfg.Name, ErrNoSpace)
+	}
+	if !keep {
+		b.unstoreLocked(bl)
+		return nil
 	}
 	buf := make([]byte, st.span)
 	err := b.readBlobLocked(bl, 0, buf)
