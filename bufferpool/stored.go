@@ -27,11 +27,12 @@ import (
 // journal, whose pages are never compressed (below).
 //
 // Every read of such a blob (ReadPage, SnapshotDirty, Get, PartialGet, the
-// move up to a faster tier) reads the chunks it touches whole, decompresses
-// them and checks their crc32c: a mismatch is ErrCorrupt, and nothing of
-// the chunk is returned. The tier's TierStats.ChecksumErrors counts the
-// blob once; from then on the organizer does not move it (each move would
-// fail the same way), and every read of its bad chunk fails. The pool has no second copy of a blob; the caller that has one
+// move up to a faster tier) reads the chunks it touches whole,
+// decompresses them and checks their crc32c: a mismatch is ErrCorrupt, and
+// nothing of the chunk is returned. The tier's TierStats.ChecksumErrors
+// counts the blob once; from then on the organizer does not move it (each
+// move would fail the same way), and every read of its bad chunk fails.
+// The pool has no second copy of a blob; the caller that has one
 // (bufferpool/files: a clean page is on the backing file) repairs by
 // dropping the page and staging it in again.
 //
@@ -41,10 +42,10 @@ import (
 // Truncate's tail) is first made plain again: decompressed in place (the
 // capacity compression saved is reserved again, or the write fails with
 // ErrNoSpace) and its checksums dropped, until it moves again. A write of
-// all of it (PutPage, Put) drops the form without decoding, so a blob
-// that failed its checksum can be replaced. Dirty pages
-// of a journaled bucket are checksummed but never compressed, as the
-// journal's replay reads page images from a dead daemon's segment files.
+// all of it (PutPage, Put) drops the form without decoding, so a blob that
+// failed its checksum can be replaced. Dirty pages of a journaled bucket
+// are checksummed but never compressed, as the journal's replay reads page
+// images from a dead daemon's segment files.
 //
 // Capacity: a compressed blob takes roundUp(its stored bytes) of its
 // tier's capacity (a page keeps its place i*PageSize in the sparse
