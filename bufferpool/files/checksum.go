@@ -233,14 +233,7 @@ func (f *file) checkStaged(i int64, data []byte) error {
 		return nil
 	}
 	f.fs.stats.backingCorrupt.Add(1)
-	f.sums.mu.Lock()
-	if f.sums.logged == nil {
-		f.sums.logged = map[int64]bool{}
-	}
-	first := !f.sums.logged[i] && len(f.sums.logged) < 1024
-	f.sums.logged[i] = true
-	f.sums.mu.Unlock()
-	if first {
+	if f.firstMismatch(i) {
 		f.fs.log().WithField("file", f.displayName()).WithField("page", i).Errorf(
 			"checksum mismatch staging in page %d of %s from the backing file: crc32c %08x, written back %08x "+
 				"(size and mtime as written back): the backing store returned corrupt data; the read fails with EIO",
@@ -248,6 +241,19 @@ func (f *file) checkStaged(i int64, data []byte) error {
 	}
 	return fmt.Errorf("stage in page %d of %s: crc32c %08x, written back %08x: %w: %w",
 		i, f.displayName(), got, want, ErrCorrupt, unix.EIO)
+}
+
+// firstMismatch reports whether page i's mismatch is the first of the
+// file's to log (one line per page, at most 1024 pages a file).
+func (f *file) firstMismatch(i int64) bool {
+	f.sums.mu.Lock()
+	defer f.sums.mu.Unlock()
+	if f.sums.logged == nil {
+		f.sums.logged = map[int64]bool{}
+	}
+	first := !f.sums.logged[i] && len(f.sums.logged) < 1024
+	f.sums.logged[i] = true
+	return first
 }
 
 // ErrCorrupt is returned (wrapped, with EIO) for data whose checksum does
@@ -386,6 +392,9 @@ func (f *file) repairPage(i int64, err error) bool {
 	f.fs.stats.tierCorrupt.Add(1)
 	log := f.fs.log().WithField("file", f.displayName()).WithField("page", i)
 	if f.fs.scratch || !f.bucket.DropCleanPage(i) {
+		if !f.firstMismatch(i) {
+			return false // logged at the first read that found it
+		}
 		log.Errorf("checksum mismatch reading page %d of %s from the pool (%v): the page is dirty, "+
 			"no other copy exists: the read fails with EIO", i, f.displayName(), err)
 		return false

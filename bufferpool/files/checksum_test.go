@@ -390,3 +390,45 @@ func FuzzDecodeSumRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestChecksumTierDirtyEIO: a dirty page (its write-back failing, so the
+// pool holds the only copy) whose bytes on the file tier were changed is
+// EIO, logged once however often it is read.
+func TestChecksumTierDirtyEIO(t *testing.T) {
+	// One drain attempt at Close: the corrupt page can never be written back.
+	fs := newTestFS(t, Writeback, 16*testPage, 16*testPage, func(o *Options) { o.DrainTimeout = -1 })
+	store := newFaultStore()
+	fs.store = store
+	store.set("write", unix.EROFS)
+	logs := captureLog(t, fs)
+	h := mustOpen(t, fs, "d", os.O_RDWR|os.O_CREATE)
+	defer h.Release()
+	if _, err := h.WriteAt(randomBytes(2*testPage, 9), 0); err != nil {
+		t.Fatal(err)
+	}
+	fs.pool.Shed(0)
+	fs.pool.Unshed()
+	if st := fs.pool.Stats().Tiers[1]; st.Blobs != 2 || st.Checksummed != 2 || st.Dirty == 0 {
+		t.Fatalf("file tier: %+v", st)
+	}
+	segs, _ := filepath.Glob(filepath.Join(filepath.Dir(fs.backing), "nvme", "iowarp-*", "seg-*"))
+	if len(segs) != 1 {
+		t.Fatalf("segments %v", segs)
+	}
+	flipByte(t, segs[0], 5)
+	buf := make([]byte, 10)
+	for range 3 {
+		if _, err := h.ReadAt(buf, 0); !errors.Is(err, unix.EIO) || !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("read of the corrupt dirty page: %v", err)
+		}
+	}
+	if _, err := h.ReadAt(buf, testPage); err != nil {
+		t.Fatalf("the other page: %v", err)
+	}
+	if n := logs.count("checksum mismatch", "page 0 of d", "dirty"); n != 1 {
+		t.Fatalf("%d log lines, want 1:\n%s", n, logs)
+	}
+	if st := fs.Stats(); st.Repaired != 0 || st.TierChecksumErrors != 3 {
+		t.Fatalf("repaired %d, tier errors %d", st.Repaired, st.TierChecksumErrors)
+	}
+}
