@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -344,5 +345,80 @@ func TestCorruptCompressedOverwrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantBytes(t, buf, page[:10])
+	checkAccounting(t, p)
+}
+
+// TestStoredConcurrent: readers of pages that move up and down (stored
+// compressed on the file tier, raw in RAM) and writers replacing them
+// with the same bytes, at once: every read returns the page's bytes.
+func TestStoredConcurrent(t *testing.T) {
+	p := testPool(t, 8*testPS, 32*testPS, func(c *Config) { c.PromoteReads = 1 })
+	b, _ := p.Bucket("f", BucketOptions{PageSize: testPS, Compress: CompressLZ4})
+	const n = 8
+	pages := make([][]byte, n)
+	for i := range pages {
+		pages[i] = text(testPS, i)
+		if err := b.PutPage(int64(i), pages[i], false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for r := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 3000)
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := (k + r) % n
+				off := int64((k * 7919) % (testPS - len(buf)))
+				if _, err := b.ReadPage(int64(i), off, buf, nil); err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(buf, pages[i][off:off+int64(len(buf))]) {
+					errs <- fmt.Errorf("page %d at %d: wrong bytes", i, off)
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := b.PutPage(int64(k%n), pages[k%n], false); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	var compressed int64
+	for range 30 {
+		p.Shed(0)
+		compressed = max(compressed, p.Stats().Tiers[1].Compressed)
+		p.Unshed()
+		p.Organize()
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if compressed == 0 {
+		t.Fatal("no page was ever stored compressed")
+	}
 	checkAccounting(t, p)
 }
