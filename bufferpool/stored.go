@@ -56,9 +56,17 @@ import (
 // was before stored forms (a plain copy), its baseline.
 var storeSlower = true
 
-// storedChunk is the unit of checksums and compression: a small read
-// from a slower tier reads (and checks) at most two chunks, not a page.
-const storedChunk = 64 << 10
+// storedChunk is the unit of compression (a compressed blob's checksums
+// are per chunk too), sumChunk that of the checksums of a blob stored
+// raw: a small read from a slower tier reads (and checks) one or two
+// chunks, not a page. A 4 KiB read of a checksummed page in the page
+// cache took 1.75x a plain one with 16 KiB chunks, 4x with 64 KiB
+// (BenchmarkSlowTierRead, medians on a loaded machine); compression wants
+// the larger chunk (zstd on the HDF5 checkpoint: ratio 2.81 with 64 KiB).
+const (
+	storedChunk = 64 << 10
+	sumChunk    = 16 << 10
+)
 
 // castagnoli is the crc32c table (the journal's, tier.Castagnoli).
 var castagnoli = tier.Castagnoli
@@ -70,7 +78,8 @@ var ErrCorrupt = errors.New("bufferpool: checksum mismatch")
 // stored is how a blob is laid out on a slower tier. Guarded by the
 // bucket's mu, like the blob.
 type stored struct {
-	c    codec    // nil: chunk k is raw at k*storedChunk
+	c     codec // nil: chunk k is raw at k*chunk
+	chunk int64 // storedChunk if compressed, else sumChunk
 	offs []uint32 // c != nil: chunk k is bytes [offs[k], offs[k+1]) from the blob's offset; raw where that is its logical length
 	sums []uint32 // crc32c of each chunk's logical bytes
 	// saved is the capacity of the tier the compression leaves free.
@@ -102,10 +111,11 @@ func (b *Bucket) spanLocked(bl *blob) int64 {
 	return bl.size
 }
 
-func chunks(span int64) int { return int((span + storedChunk - 1) / storedChunk) }
+// chunks is the number of chunks of the form.
+func (st *stored) chunks() int { return int((st.span + st.chunk - 1) / st.chunk) }
 
-// chunkLen is the logical length of chunk k of span bytes.
-func chunkLen(span int64, k int) int64 { return min(storedChunk, span-int64(k)*storedChunk) }
+// chunkLen is the logical length of chunk k.
+func (st *stored) chunkLen(k int) int64 { return min(st.chunk, st.span-int64(k)*st.chunk) }
 
 // batchBufs holds buffers of one batch (storedBatch logical bytes) for
 // reads and moves of stored blobs.
@@ -142,8 +152,8 @@ func (b *Bucket) readBlobLocked(bl *blob, off int64, buf []byte) error {
 		}
 		buf, end = buf[:st.span-off], st.span
 	}
-	k0, k1 := int(off/storedChunk), int((end-1)/storedChunk)
-	lo, hi := int64(k0)*storedChunk, min(int64(k1+1)*storedChunk, st.span)
+	k0, k1 := int(off/st.chunk), int((end-1)/st.chunk)
+	lo, hi := int64(k0)*st.chunk, min(int64(k1+1)*st.chunk, st.span)
 	dst := buf
 	if lo != off || hi != end {
 		tmp, put := buffer(hi - lo)
@@ -163,7 +173,7 @@ func (b *Bucket) readBlobLocked(bl *blob, off int64, buf []byte) error {
 // bytes) and checks them.
 func (b *Bucket) readChunksLocked(bl *blob, k0, k1 int, dst []byte) error {
 	st, seg := bl.st, b.segs[bl.tier].seg
-	base := int64(k0) * storedChunk
+	base := int64(k0) * st.chunk
 	if st.c == nil {
 		if err := seg.ReadAt(dst, bl.off+base); err != nil {
 			return fmt.Errorf("read %s of bucket %s: %w", bl.key(), b.Name(), err)
@@ -177,7 +187,7 @@ func (b *Bucket) readChunksLocked(bl *blob, k0, k1 int, dst []byte) error {
 		}
 		for k := k0; k <= k1; k++ {
 			piece := cbuf[int64(st.offs[k])-clo : int64(st.offs[k+1])-clo]
-			d := dst[int64(k)*storedChunk-base:][:chunkLen(st.span, k)]
+			d := dst[int64(k)*st.chunk-base:][:st.chunkLen(k)]
 			if len(piece) == len(d) {
 				copy(d, piece) // stored raw: it did not shrink
 			} else if err := st.c.decode(d, piece); err != nil {
@@ -186,7 +196,7 @@ func (b *Bucket) readChunksLocked(bl *blob, k0, k1 int, dst []byte) error {
 		}
 	}
 	for k := k0; k <= k1; k++ {
-		d := dst[int64(k)*storedChunk-base:][:chunkLen(st.span, k)]
+		d := dst[int64(k)*st.chunk-base:][:st.chunkLen(k)]
 		if got := crc32.Checksum(d, castagnoli); got != st.sums[k] {
 			return b.corruptLocked(bl, k, fmt.Sprintf("crc32c %08x, written %08x", got, st.sums[k]))
 		}
@@ -200,7 +210,7 @@ func (b *Bucket) corruptLocked(bl *blob, k int, why string) error {
 		ts.sc.corrupt.Add(1)
 	}
 	return fmt.Errorf("%s of bucket %s on tier %s, bytes [%d,+%d): %s: %w", bl.key(), b.Name(), ts.cfg.Name,
-		int64(k)*storedChunk, chunkLen(bl.st.span, k), why, ErrCorrupt)
+		int64(k)*bl.st.chunk, bl.st.chunkLen(k), why, ErrCorrupt)
 }
 
 // codecForLocked is the codec bl gets on a slower tier: its bucket's,
@@ -225,16 +235,18 @@ func (b *Bucket) transferLocked(bl *blob, dseg *tier.Segment, doff int64, dst in
 	if memory && bl.st == nil {
 		return nil, copySeg(dseg, doff, b.segs[bl.tier].seg, bl.off, span)
 	}
-	var st *stored
-	if !memory {
-		n := chunks(span)
-		st = &stored{c: b.codecForLocked(bl), sums: make([]uint32, n), span: span}
-		if st.c != nil {
-			st.offs = make([]uint32, n+1)
-		}
-	}
 	lbuf, put := buffer(min(span, storedBatch))
 	defer put()
+	var st *stored
+	var first []byte // chunk 0 compressed by the trial
+	if !memory {
+		fp := chunkBufs.Get().(*[]byte)
+		defer chunkBufs.Put(fp)
+		var err error
+		if st, first, err = b.newFormLocked(bl, span, lbuf, (*fp)[:0]); err != nil {
+			return nil, err
+		}
+	}
 	obuf, oput := buffer(min(span, storedBatch))
 	defer oput()
 	cp := chunkBufs.Get().(*[]byte)
@@ -251,18 +263,20 @@ func (b *Bucket) transferLocked(bl *blob, dseg *tier.Segment, doff int64, dst in
 			}
 			continue
 		}
-		out := obuf[:0]
-		for c := int64(0); c < int64(len(logical)); c += storedChunk {
-			k := int((lo + c) / storedChunk)
-			chunk := logical[c:min(c+storedChunk, int64(len(logical)))]
+		out := logical
+		if st.c != nil {
+			out = obuf[:0]
+		}
+		for c := int64(0); c < int64(len(logical)); c += st.chunk {
+			k := int((lo + c) / st.chunk)
+			chunk := logical[c:min(c+st.chunk, int64(len(logical)))]
 			st.sums[k] = crc32.Checksum(chunk, castagnoli)
 			if st.c == nil {
 				continue
 			}
-			enc, ok := st.c.encode((*cp)[:0], chunk)
-			if k == 0 && (!ok || len(enc)*8 > len(chunk)*7) {
-				st.c, st.offs = nil, nil // does not pay: the blob is stored raw
-				continue
+			enc, ok := first, true
+			if k > 0 {
+				enc, ok = st.c.encode((*cp)[:0], chunk)
 			}
 			if !ok {
 				enc = chunk
@@ -271,7 +285,6 @@ func (b *Bucket) transferLocked(bl *blob, dseg *tier.Segment, doff int64, dst in
 			st.offs[k+1] = uint32(pos + int64(len(out)))
 		}
 		if st.c == nil {
-			out = logical
 			pos = lo
 		}
 		if err := dseg.WriteAt(out, doff+pos); err != nil {
@@ -283,6 +296,33 @@ func (b *Bucket) transferLocked(bl *blob, dseg *tier.Segment, doff int64, dst in
 		st.saved = max(0, roundUp(span)-roundUp(pos))
 	}
 	return st, nil
+}
+
+// newFormLocked starts the form of bl on a slower tier: compressed with
+// the bucket's codec when its first chunk shrinks to 7/8 or less (first
+// is that chunk compressed, into room), else raw with checksums. scratch
+// holds at least a chunk.
+func (b *Bucket) newFormLocked(bl *blob, span int64, scratch, room []byte) (st *stored, first []byte, err error) {
+	st = &stored{c: b.codecForLocked(bl), chunk: storedChunk, span: span}
+	if st.c != nil {
+		chunk := scratch[:min(storedChunk, span)]
+		if err := b.readBlobLocked(bl, 0, chunk); err != nil {
+			return nil, nil, err
+		}
+		enc, ok := st.c.encode(room, chunk)
+		if ok && len(enc)*8 <= len(chunk)*7 {
+			first = enc
+		} else {
+			st.c = nil // does not pay: the blob is stored raw
+		}
+	}
+	if st.c == nil {
+		st.chunk = sumChunk
+	} else {
+		st.offs = make([]uint32, st.chunks()+1)
+	}
+	st.sums = make([]uint32, st.chunks())
+	return st, first, nil
 }
 
 // storeLocked makes st bl's form on its tier t (after a move there):

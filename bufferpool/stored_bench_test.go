@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Benchmarks of the slower tiers' stored form. Throughput is per byte of
@@ -133,38 +134,105 @@ func BenchmarkCodec(b *testing.B) {
 // BenchmarkMove: a 1 MiB page of the HDF5 checkpoint moved down to the
 // file tier and back up, per codec ("none": checksummed only), against
 // the same move storing the page raw without checksums ("plain": what a
-// move was before stored forms, the baseline of the run).
+// move was before stored forms, the baseline), interleaved so that the
+// load of a shared machine falls on all alike. Reported: ms per round
+// trip of each, and each over plain.
 func BenchmarkMove(b *testing.B) {
 	page := checkpoint(b)[4<<20 : 5<<20]
-	for _, codec := range []string{"plain", CompressNone, CompressZstd, CompressS2, CompressLZ4} {
-		b.Run(codec, func(b *testing.B) {
-			p := testPool(b, 8<<20, 8<<20)
-			bk := mustBucket(b, p, "m", 1<<20)
-			if codec == "plain" {
-				storeSlower = false
-				defer func() { storeSlower = true }()
-			} else {
-				bk.SetCompress(codec)
+	kinds := []string{"plain", CompressNone, CompressZstd, CompressS2, CompressLZ4}
+	buckets := make([]*Bucket, len(kinds))
+	for j, codec := range kinds {
+		p := testPool(b, 8<<20, 8<<20)
+		bk := mustBucket(b, p, "m", 1<<20)
+		if codec != "plain" {
+			bk.SetCompress(codec)
+		}
+		if err := bk.PutPage(0, page, false); err != nil {
+			b.Fatal(err)
+		}
+		buckets[j] = bk
+	}
+	spent := make([]time.Duration, len(kinds))
+	n := 0
+	for b.Loop() {
+		for j, bk := range buckets {
+			storeSlower = kinds[j] != "plain"
+			t := time.Now()
+			bk.mu.Lock()
+			bl := bk.pages[0]
+			bk.demoteLocked(bl, 0)
+			if bl.tier != 1 || !bk.p.tiers[0].reserve(bl.alloc) {
+				b.Fatal("not demoted, or no room to promote")
 			}
-			if err := bk.PutPage(0, page, false); err != nil {
+			err := bk.moveLocked(bl, 0)
+			bk.mu.Unlock()
+			spent[j] += time.Since(t)
+			if err != nil {
 				b.Fatal(err)
 			}
-			bk.mu.Lock()
-			defer bk.mu.Unlock()
-			bl := bk.pages[0]
-			b.SetBytes(2 << 20)
-			for b.Loop() {
-				bk.demoteLocked(bl, 0)
-				if bl.tier != 1 {
-					b.Fatal("not demoted")
-				}
-				if !p.tiers[0].reserve(bl.alloc) {
-					b.Fatal("no room")
-				}
-				if err := bk.moveLocked(bl, 0); err != nil {
+		}
+		n++
+	}
+	storeSlower = true
+	for j, kind := range kinds {
+		b.ReportMetric(float64(spent[j].Microseconds())/1000/float64(n), kind+"-ms/move")
+		if j > 0 {
+			b.ReportMetric(float64(spent[j])/float64(spent[0]), kind+"/plain")
+		}
+	}
+}
+
+// BenchmarkSlowTierRead: 4 KiB reads at random offsets of 1 MiB pages on
+// the file tier (in the page cache), interleaved in batches of 64 so
+// that the load of a shared machine falls on all alike: pages stored raw
+// and unchecksummed ("plain", the baseline: such a read before stored
+// forms), checksummed (each read checks the 16 KiB chunk it touches),
+// and compressed with lz4 and zstd (each read decompresses and checks a
+// 64 KiB chunk). Reported: ns per read of each, and each over plain.
+func BenchmarkSlowTierRead(b *testing.B) {
+	data := checkpoint(b)[:8<<20]
+	kinds := []string{"plain", CompressNone, CompressLZ4, CompressZstd}
+	buckets := make([]*Bucket, len(kinds))
+	for j, codec := range kinds {
+		storeSlower = codec != "plain"
+		p := testPool(b, 16<<20, 16<<20)
+		bk := mustBucket(b, p, "r", 1<<20)
+		if codec != "plain" {
+			bk.SetCompress(codec)
+		}
+		for i := range int64(8) {
+			if err := bk.PutPage(i, data[i<<20:(i+1)<<20], false); err != nil {
+				b.Fatal(err)
+			}
+		}
+		p.Shed(0) // all to the file tier
+		p.Unshed()
+		if st := p.Stats().Tiers[1]; st.Blobs != 8 {
+			b.Fatalf("%s: file tier %+v", codec, st)
+		}
+		buckets[j] = bk
+	}
+	storeSlower = true
+	buf := make([]byte, 4096)
+	spent := make([]time.Duration, len(kinds))
+	k := 0
+	for b.Loop() {
+		for j, bk := range buckets {
+			t := time.Now()
+			for r := range 64 {
+				off := int64((k+r)*7919*4096) % (1<<20 - 4096)
+				if _, err := bk.ReadPage(int64((k+r)%8), off, buf, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
-		})
+			spent[j] += time.Since(t)
+		}
+		k += 64
+	}
+	for j, kind := range kinds {
+		b.ReportMetric(float64(spent[j].Nanoseconds())/float64(k), kind+"-ns/read")
+		if j > 0 {
+			b.ReportMetric(float64(spent[j])/float64(spent[0]), kind+"/plain")
+		}
 	}
 }
