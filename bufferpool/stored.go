@@ -78,10 +78,10 @@ var ErrCorrupt = errors.New("bufferpool: checksum mismatch")
 // stored is how a blob is laid out on a slower tier. Guarded by the
 // bucket's mu, like the blob.
 type stored struct {
-	c     codec // nil: chunk k is raw at k*chunk
-	chunk int64 // storedChunk if compressed, else sumChunk
-	offs []uint32 // c != nil: chunk k is bytes [offs[k], offs[k+1]) from the blob's offset; raw where that is its logical length
-	sums []uint32 // crc32c of each chunk's logical bytes
+	c     codec    // nil: chunk k is raw at k*chunk
+	chunk int64    // storedChunk if compressed, else sumChunk
+	offs  []uint32 // c != nil: chunk k is bytes [offs[k], offs[k+1]) from the blob's offset; raw where that is its logical length
+	sums  []uint32 // crc32c of each chunk's logical bytes
 	// saved is the capacity of the tier the compression leaves free.
 	saved int64
 	span  int64 // logical bytes described
