@@ -14,17 +14,18 @@ import (
 //
 // A blob that moves to a tier that is not memory (a demotion to a file
 // tier, or a move between file tiers) is written there in chunks of
-// storedChunk logical bytes, each with its crc32c (Castagnoli, hardware
-// accelerated: hash/crc32 uses SSE4.2/ARMv8 CRC instructions), and, when
-// its bucket asks for a codec (Bucket.SetCompress), compressed chunk by
-// chunk. The first chunk decides: when it does not shrink to 7/8 or less,
-// the whole blob is stored raw (only checksummed), so incompressible data
-// costs one trial compression per blob, not one per chunk. A chunk that
-// does not shrink in a compressed blob is stored raw inside it. The
-// description of the stored form (codec, chunk offsets, checksums) lives
-// with the blob in memory (blob.st): the tier's bytes are this daemon's
-// alone, and a dead daemon's segments are only replayed through the
-// journal, whose pages are never compressed (below).
+// sumChunk logical bytes (storedChunk when compressed), each with its
+// crc32c (Castagnoli, hardware accelerated: hash/crc32 uses SSE4.2/ARMv8
+// CRC instructions), and, when its bucket asks for a codec
+// (Bucket.SetCompress), compressed chunk by chunk. The first chunk
+// decides: when it does not shrink to 7/8 or less, the whole blob is
+// stored raw (only checksummed), so incompressible data costs one trial
+// compression per blob, not one per chunk. A chunk that does not shrink in
+// a compressed blob is stored raw inside it. The description of the stored
+// form (codec, chunk offsets, checksums) lives with the blob in memory
+// (blob.st): the tier's bytes are this daemon's alone, and a dead daemon's
+// segments are only replayed through the journal, whose pages are never
+// compressed (below).
 //
 // Every read of such a blob (ReadPage, SnapshotDirty, Get, PartialGet, the
 // move up to a faster tier) reads the chunks it touches whole,
