@@ -312,16 +312,12 @@ func (f *file) commitSumPassLocked(p *sumPass, save bool) {
 		delete(rec.sums, i)
 	}
 	for i, c := range p.sums {
-		rec.sums[i] = c
-	}
-	// Pages past the end are gone (a truncate of ours since: the stat
-	// changed, and startSumPassLocked voided them already; this is for
-	// the pages of this pass cut by a truncate racing it).
-	for i := range rec.sums {
-		if i*rec.ps >= st.Size {
-			delete(rec.sums, i)
+		if i*rec.ps < st.Size { // always, as truncation waits for backingMu: a guard
+			rec.sums[i] = c
 		}
 	}
+	// Sums of earlier passes past the end cannot be left: a shrink moved
+	// the size, and startSumPassLocked voided them all.
 	rec.size, rec.mtime = st.Size, st.Mtim.Nano()
 	f.sums.unsaved = true
 	f.sums.mu.Unlock()
