@@ -128,8 +128,11 @@ type Stats struct {
 	TierChecksumErrors    uint64 `json:"tier_checksum_errors"`
 	Repaired              uint64 `json:"checksum_repaired_pages"`
 	ChecksumsNotStored    uint64 `json:"checksums_not_stored"`
-	FlushErrors           uint64 `json:"flush_errors"`
-	FlushBacklog          int64  `json:"flush_backlog_files"`
+	// ChecksumsVerified counts the stage-ins checked against a record
+	// (the rest had none, or the file had changed since).
+	ChecksumsVerified uint64 `json:"checksums_verified"`
+	FlushErrors       uint64 `json:"flush_errors"`
+	FlushBacklog      int64  `json:"flush_backlog_files"`
 	// FailingFiles are the files whose write-back is failing (sorted by
 	// path, the first 64), FailingCount how many there are, and
 	// StuckDirtyBytes their dirty data, held in the pool until the

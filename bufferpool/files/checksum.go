@@ -228,6 +228,7 @@ func (f *file) checkStaged(i int64, data []byte) error {
 	if unix.Fstat(int(f.backing.Fd()), &st) != nil || st.Size != size || st.Mtim.Nano() != mtime {
 		return nil // changed since the write-back: nothing to check against
 	}
+	f.fs.stats.sumsChecked.Add(1)
 	got := pageSum(data, f.fs.ps)
 	if got == want {
 		return nil

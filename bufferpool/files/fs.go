@@ -80,6 +80,7 @@ type counters struct {
 	// did not match the pool's and were staged in again; records too
 	// large for the backing store's xattrs.
 	backingCorrupt, repaired, tierCorrupt, sumsNotStored atomic.Uint64
+	sumsChecked                                          atomic.Uint64 // stage-ins checked against a record
 }
 
 // New opens the namespace and starts the write-back workers.
@@ -291,6 +292,7 @@ func (fs *FS) Stats() Stats {
 		TierChecksumErrors:    fs.stats.tierCorrupt.Load(),
 		Repaired:              fs.stats.repaired.Load(),
 		ChecksumsNotStored:    fs.stats.sumsNotStored.Load(),
+		ChecksumsVerified:     fs.stats.sumsChecked.Load(),
 
 		FlushErrors:      fs.stats.flushErrors.Load(),
 		FlushBacklog:     fs.flusher.backlog(),
