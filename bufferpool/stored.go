@@ -386,16 +386,41 @@ func (b *Bucket) plainLocked(bl *blob, keep bool) error {
 		b.unstoreLocked(bl)
 		return nil
 	}
-	buf := make([]byte, st.span)
-	err := b.readBlobLocked(bl, 0, buf)
-	if err == nil {
-		err = b.segs[bl.tier].seg.WriteAt(buf, bl.off)
-	}
-	if err != nil {
+	if err := b.decodeInPlaceLocked(bl); err != nil {
 		ts.release(st.saved)
 		return err
 	}
 	b.unstoreLocked(bl)
+	return nil
+}
+
+// decodeInPlaceLocked rewrites compressed bl raw in its place, a batch
+// at a time from the last: chunk k's compressed bytes end at or before
+// (k+1)*storedChunk, so writing a batch raw never reaches the compressed
+// bytes of an earlier one. Every chunk is checked before the first write
+// (a blob larger than a batch is read twice), so a corrupt one fails the
+// call with the blob as it was.
+func (b *Bucket) decodeInPlaceLocked(bl *blob) error {
+	st, seg := bl.st, b.segs[bl.tier].seg
+	buf, put := buffer(min(st.span, storedBatch))
+	defer put()
+	last := (st.span - 1) / storedBatch * storedBatch
+	if last > 0 {
+		for lo := int64(0); lo < st.span; lo += storedBatch {
+			if err := b.readBlobLocked(bl, lo, buf[:min(storedBatch, st.span-lo)]); err != nil {
+				return err
+			}
+		}
+	}
+	for lo := last; lo >= 0; lo -= storedBatch {
+		batch := buf[:min(storedBatch, st.span-lo)]
+		if err := b.readBlobLocked(bl, lo, batch); err != nil {
+			return err // only the last batch, read first: nothing written yet
+		}
+		if err := seg.WriteAt(batch, bl.off+lo); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

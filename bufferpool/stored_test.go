@@ -422,3 +422,32 @@ func TestStoredConcurrent(t *testing.T) {
 	}
 	checkAccounting(t, p)
 }
+
+// TestDecodeInPlaceLarge: a compressed named blob of several batches,
+// written in part on the file tier, is decompressed in its place, batch
+// by batch, with every byte kept.
+func TestDecodeInPlaceLarge(t *testing.T) {
+	p := testPool(t, 8<<20, 64<<20)
+	b, _ := p.Bucket("n", BucketOptions{Compress: CompressS2})
+	data := text(5*storedBatch/2+12345, 4)
+	if err := b.Put("big", data); err != nil {
+		t.Fatal(err)
+	}
+	demoteAll(t, b)
+	if st := b.named["big"].st; st == nil || st.c == nil {
+		t.Fatal("not compressed")
+	}
+	if err := b.PartialPut("big", 3, []byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	copy(data[3:], "abc")
+	if b.named["big"].st != nil {
+		t.Fatal("still in a stored form after a write in place")
+	}
+	got, err := b.Get("big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBytes(t, got, data)
+	checkAccounting(t, p)
+}
