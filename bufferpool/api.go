@@ -7,6 +7,8 @@ package bufferpool
 import (
 	"errors"
 	"time"
+
+	"github.com/iowarp/iowarp/bufferpool/tier"
 )
 
 // Sentinel errors, matched with errors.Is.
@@ -34,10 +36,12 @@ var (
 	ErrBusy = errors.New("bufferpool: busy")
 )
 
-// Tier kinds.
+// The built-in tier kinds. A kind is a registration in bufferpool/tier
+// (tier.Register); its traits, not its name, decide what the pool does
+// with a tier of it (journal, shed under memory pressure).
 const (
-	KindRAM  = "ram"  // memfd per bucket (shared memory)
-	KindFile = "file" // one sparse file per bucket in a directory (NVMe/SSD)
+	KindRAM  = tier.KindRAM  // memfd per bucket (shared memory)
+	KindFile = tier.KindFile // one sparse file per bucket in a directory (NVMe/SSD)
 )
 
 // Placement policies (data placement engine).
@@ -50,8 +54,8 @@ const (
 // TierConfig describes one tier. Tiers are given fastest first.
 type TierConfig struct {
 	Name     string // unique, e.g. "ram", "nvme0"
-	Kind     string // KindRAM or KindFile
-	Dir      string // KindFile: directory holding the segment files
+	Kind     string // a registered tier kind: KindRAM, KindFile, ...
+	Dir      string // kinds with a directory (file): where the segment files go
 	Capacity int64  // bytes; enforced: resident bytes never exceed it
 	// HighWatermark and LowWatermark are fractions of Capacity (0..1).
 	// Past High the organizer demotes the coldest blobs until use is
@@ -102,6 +106,9 @@ type BucketOptions struct {
 	// KeepVersions is how many versions of a blob PutVersion keeps, the
 	// current one included (0 = DefaultKeepVersions).
 	KeepVersions int
+	// Compress is the codec blobs get when they move to a slower tier
+	// (one of Codecs; "" is none); Bucket.SetCompress changes it later.
+	Compress string
 }
 
 // Filler produces the initial contents of a page that is not resident
@@ -154,6 +161,27 @@ type TierStats struct {
 	// Stored is the bytes the durable copies of named blobs take in the
 	// blob store on this tier (part of Used; durable.go).
 	Stored int64 `json:"stored_bytes,omitempty"`
+	// Checksummed counts the blobs stored here with checksums (moved
+	// here from a faster tier: stored.go); ChecksumErrors the blobs whose
+	// bytes here failed them (ErrCorrupt; each counted once, every read
+	// of one fails).
+	Checksummed    int64  `json:"checksummed_blobs"`
+	ChecksumErrors uint64 `json:"checksum_errors"`
+	// Compressed counts the blobs stored here compressed, CompressedBytes
+	// their logical bytes and SavedBytes the capacity that leaves free:
+	// they take CompressedBytes-SavedBytes.
+	Compressed      int64 `json:"compressed_blobs"`
+	CompressedBytes int64 `json:"compressed_logical_bytes"`
+	SavedBytes      int64 `json:"compression_saved_bytes"`
+}
+
+// Ratio is the compression ratio of the tier's compressed blobs (logical
+// bytes over the bytes they take); 1 when none is.
+func (t TierStats) Ratio() float64 {
+	if t.CompressedBytes <= t.SavedBytes || t.Compressed == 0 {
+		return 1
+	}
+	return float64(t.CompressedBytes) / float64(t.CompressedBytes-t.SavedBytes)
 }
 
 // Stats is a snapshot of the pool.

@@ -32,6 +32,7 @@ type blob struct {
 	dranges dirtyRanges // page buckets: what is dirty of a dirty page
 	busy    bool        // being resized: never an eviction victim
 	version uint64
+	st      *stored // its form on a slower tier (stored.go); nil: raw
 
 	// Named blobs only: tags, modification time (unix ns), the version
 	// number PutVersion gave the bytes, and whether the durable store
@@ -105,7 +106,8 @@ type Bucket struct {
 	pageSize int64
 	name     atomic.Pointer[string]
 	pins     atomic.Int32
-	bufs     sync.Pool // *[]byte of pageSize bytes
+	codec    atomic.Pointer[codec] // for blobs moving to slower tiers (stored.go); nil: none
+	bufs     sync.Pool             // *[]byte of pageSize bytes
 
 	// Shim writes (pagetable_unsafe.go): the owner's harvest callback and
 	// the pages harvests found dirty since HarvestShimWrites last asked.
@@ -290,7 +292,7 @@ func (b *Bucket) detachLocked(bl *blob) error {
 			s.ext.release(bl.off, bl.alloc)
 		}
 		s.nblobs--
-		ts.release(bl.alloc)
+		ts.release(bl.alloc - b.unstoreLocked(bl))
 		b.maybeCloseLocked(bl.tier)
 	}
 	ts.blobs.Add(-1)
@@ -389,7 +391,7 @@ func (b *Bucket) drop() error {
 // (the segment is about to be closed).
 func (b *Bucket) releaseQuietLocked(bl *blob) {
 	ts := b.p.tiers[bl.tier]
-	ts.release(bl.alloc)
+	ts.release(bl.alloc - b.unstoreLocked(bl))
 	ts.blobs.Add(-1)
 	if bl.dirty {
 		ts.dirty.Add(-bl.size)
@@ -477,11 +479,8 @@ func (b *Bucket) moveLocked(bl *blob, dst int) error {
 	if bl.page < 0 {
 		doff = ds.ext.alloc(bl.alloc)
 	}
-	n := bl.size
-	if bl.page >= 0 {
-		n = b.pageSize
-	}
-	if err := copySeg(ds.seg, doff, b.segs[bl.tier].seg, bl.off, n); err != nil {
+	st, err := b.transferLocked(bl, ds.seg, doff, dst)
+	if err != nil {
 		ds.seg.Punch(doff, b.blobBytes(bl))
 		if bl.page < 0 {
 			ds.ext.release(doff, bl.alloc)
@@ -494,6 +493,7 @@ func (b *Bucket) moveLocked(bl *blob, dst int) error {
 	err = b.detachLocked(bl)
 	bl.off = doff
 	b.enterTierLocked(bl, dst)
+	b.storeLocked(bl, st)
 	b.jtouchLocked(bl)
 	return err
 }

@@ -30,6 +30,17 @@
 // Named-blob buckets place blobs with a first-fit extent allocator.
 // Unallocated ranges of a segment always read as zero.
 //
+// # Checksums and compression on slower tiers
+//
+// A blob moved to a tier that is not memory is stored there in chunks (16
+// KiB raw, 64 KiB compressed), each with its crc32c, compressed when its
+// bucket asks for a codec (zstd, s2, lz4; Bucket.SetCompress,
+// BucketOptions.Compress) and the first chunk shows it pays. Every read of
+// it there checks the chunks it touches: a mismatch is ErrCorrupt
+// (TierStats.ChecksumErrors). RAM tiers hold blobs raw, for the shims to
+// map. A write in place on a slower tier makes the blob plain again first.
+// stored.go has the details.
+//
 // # Capacity and eviction
 //
 // Every blob costs its size rounded up to 4 KiB on the tier holding it.

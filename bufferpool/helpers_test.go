@@ -77,6 +77,9 @@ func checkAccounting(t *testing.T, p *Pool) {
 		nd := 0
 		add := func(bl *blob) {
 			used[bl.tier] += bl.alloc
+			if bl.st != nil {
+				used[bl.tier] -= bl.st.saved // compressed on a slower tier (stored.go)
+			}
 			count[bl.tier]++
 			if bl.dirty {
 				dirty[bl.tier] += bl.size

@@ -347,6 +347,10 @@ func (b *Bucket) pageRecordLocked(bl *blob) (tier.Record, error) {
 	bp := b.getBuf()
 	defer b.putBuf(bp)
 	seg := b.segs[bl.tier].seg
+	if bl.st != nil && bl.st.c != nil {
+		return tier.Record{}, fmt.Errorf("journal page %d of bucket %s: compressed on tier %s: %w",
+			bl.page, b.Name(), b.p.tiers[bl.tier].cfg.Name, ErrBusy)
+	}
 	if err := seg.ReadAt(*bp, bl.off); err != nil {
 		return tier.Record{}, fmt.Errorf("journal page %d of bucket %s: %w", bl.page, b.Name(), err)
 	}

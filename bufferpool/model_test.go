@@ -28,16 +28,30 @@ func TestModel(t *testing.T) {
 	}
 }
 
-func runModel(t *testing.T, seed uint64, steps int) {
+// TestModelCompressed: the same, with the buckets compressing what the
+// organizer and the placement move to the file tier.
+func TestModelCompressed(t *testing.T) {
+	for seed, codec := range []string{CompressZstd, CompressS2, CompressLZ4} {
+		t.Run(codec, func(t *testing.T) { runModelCodec(t, uint64(seed)+10, 600, codec) })
+	}
+}
+
+func runModel(t *testing.T, seed uint64, steps int) { runModelCodec(t, seed, steps, "") }
+
+func runModelCodec(t *testing.T, seed uint64, steps int, codec string) {
 	rng := rand.New(rand.NewPCG(seed, seed*7+1))
 	policy := []string{PlaceMinimizeIOTime, PlaceRoundRobin, PlaceRandom}[seed%3]
 	p := testPool(t, 4*modelPS, 10*modelPS, func(c *Config) { c.Placement = policy })
 	nb := mustBucket(t, p, "named", 0)
 	pb := mustBucket(t, p, "pages", modelPS)
+	if err := errors.Join(nb.SetCompress(codec), pb.SetCompress(codec)); err != nil {
+		t.Fatal(err)
+	}
 	m := &model{named: map[string][]byte{}, pages: map[int64][]byte{}, dirty: map[int64]bool{}, ver: map[int64]uint64{}}
 	names := []string{"a", "b", "c", "d"}
 	randData := func(max int) []byte { return fill(rng.IntN(max+1), byte(rng.Uint32())) }
 	noSpace := 0
+	var compressed int64 // most blobs stored compressed at once
 	defer func() { s := p.Stats(); t.Logf("no space %d, stats %+v", noSpace, s.Tiers) }()
 	for step := range steps {
 		var op string
@@ -171,6 +185,10 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		if t.Failed() {
 			t.FailNow()
 		}
+		compressed = max(compressed, p.Stats().Tiers[1].Compressed)
+	}
+	if codec != "" && compressed == 0 {
+		t.Errorf("%s: no blob was ever stored compressed", codec)
 	}
 }
 

@@ -108,6 +108,9 @@ func (b *Bucket) putLocked(op, name string, off int64, data []byte, keep bool) e
 		if keep {
 			size = max(size, bl.size)
 		}
+		if err := b.plainLocked(bl, keep); err != nil {
+			return fmt.Errorf("%s %q: %w", op, name, err)
+		}
 		if err := b.resizeLocked(bl, size, keep); err != nil {
 			return fmt.Errorf("%s %q: %w", op, name, err)
 		}
@@ -244,7 +247,7 @@ func (b *Bucket) readLocked(bl *blob, off int64, buf []byte) error {
 	if len(buf) == 0 {
 		return nil
 	}
-	if err := b.segs[bl.tier].seg.ReadAt(buf, bl.off+off); err != nil {
+	if err := b.readBlobLocked(bl, off, buf); err != nil {
 		return fmt.Errorf("read %q of bucket %s: %w", bl.name, b.Name(), err)
 	}
 	return nil

@@ -34,7 +34,7 @@ func (b *Bucket) ReadPage(i, off int64, buf []byte, fill Filler) (found bool, er
 		return false, err
 	}
 	if bl := b.pages[i]; bl != nil {
-		err := b.segs[bl.tier].seg.ReadAt(buf, bl.off+off)
+		err := b.readBlobLocked(bl, off, buf)
 		bl.touch(now, true)
 		b.mu.RUnlock()
 		b.p.hits.Add(1)
@@ -52,7 +52,7 @@ func (b *Bucket) ReadPage(i, off int64, buf []byte, fill Filler) (found bool, er
 	if bl := b.pages[i]; bl != nil { // filled meanwhile
 		bl.touch(now, true)
 		b.p.hits.Add(1)
-		return true, b.segs[bl.tier].seg.ReadAt(buf, bl.off+off)
+		return true, b.readBlobLocked(bl, off, buf)
 	}
 	var bp *[]byte
 	page := buf
@@ -171,6 +171,9 @@ func (b *Bucket) WritePage(i, off int64, data []byte, fill Filler) (version uint
 			return b.wroteRangeLocked(bl, Range{off, off + int64(len(data))}, now), nil
 		}
 	}
+	if err := b.plainLocked(bl, true); err != nil {
+		return bl.version, fmt.Errorf("write page %d: %w", i, err)
+	}
 	if err := b.segs[bl.tier].seg.WriteAt(data, bl.off+off); err != nil {
 		return bl.version, fmt.Errorf("write page %d of bucket %s: %w", i, b.Name(), err)
 	}
@@ -215,6 +218,8 @@ func (b *Bucket) PutPage(i int64, data []byte, dirty bool) error {
 		if bl, err = b.newPageLocked(i, data, dirty, now); err != nil {
 			return err
 		}
+	} else if err := b.plainLocked(bl, false); err != nil {
+		return fmt.Errorf("put page %d: %w", i, err)
 	} else if err := b.segs[bl.tier].seg.WriteAt(data, bl.off); err != nil {
 		return fmt.Errorf("put page %d of bucket %s: %w", i, b.Name(), err)
 	}
@@ -272,7 +277,7 @@ func (b *Bucket) SnapshotDirty(i int64, buf []byte, rs []Range) (PageSnapshot, e
 	if bl.dirty {
 		s.Ranges = bl.dranges.appendTo(s.Ranges, b.pageSize)
 	}
-	return s, b.segs[bl.tier].seg.ReadAt(buf[:b.pageSize], bl.off)
+	return s, b.readBlobLocked(bl, 0, buf[:b.pageSize])
 }
 
 // MarkClean clears the dirty bit of page i if its version is still
@@ -294,6 +299,10 @@ func (b *Bucket) MarkDirty(i int64) {
 	b.mu.LockMeta()
 	defer b.mu.UnlockMeta()
 	if bl := b.pages[i]; bl != nil {
+		// The journal records dirty pages as raw images: a compressed
+		// one is made plain (it stays compressed, unjournaled, only if
+		// its tier has no room to decompress it).
+		b.plainLocked(bl, true)
 		b.setDirtyLocked(bl, true)
 		bl.dranges.add(0, b.pageSize)
 	}
@@ -325,6 +334,20 @@ func (b *Bucket) HasPage(i int64) bool {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	return b.pages[i] != nil
+}
+
+// DropCleanPage drops page i if it is resident and clean (a caller that
+// holds a good copy of it, repairing a page ErrCorrupt reported); it
+// reports whether it did.
+func (b *Bucket) DropCleanPage(i int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bl := b.pages[i]
+	if b.dead || bl == nil || bl.dirty || bl.busy {
+		return false
+	}
+	b.removeLocked(bl)
+	return true
 }
 
 // DeletePage drops page i (dirty or not) and frees its space.
@@ -406,6 +429,9 @@ func (b *Bucket) Truncate(size int64) error {
 
 // zeroLocked zeroes n bytes at off of page bl and marks it dirty.
 func (b *Bucket) zeroLocked(bl *blob, off, n int64, now int64) error {
+	if err := b.plainLocked(bl, true); err != nil {
+		return err
+	}
 	b.wroteRangeLocked(bl, Range{off, off + n}, now)
 	return b.segs[bl.tier].seg.Punch(bl.off+off, n)
 }
@@ -425,6 +451,9 @@ func (b *Bucket) PunchRange(off, n int64) error { return b.zeroRange(off, n, b.p
 // dirty ranges: a page left with none is clean (every byte of it is
 // what the caller's copy holds).
 func (b *Bucket) punchLocked(bl *blob, off, n int64, now int64) error {
+	if err := b.plainLocked(bl, true); err != nil {
+		return err
+	}
 	bl.version++
 	if bl.dirty {
 		if bl.dranges.n == 0 { // dirty as a whole

@@ -9,14 +9,16 @@ import "time"
 // moved, punched nor evicted — until unpin is called, which must happen
 // soon and exactly once. ok is false, and nothing is held, when the page
 // is not resident or the segment file does not physically hold all of
-// those bytes (a reader of the fd would see a short file, not zeros).
+// those bytes (a reader of the fd would see a short file, not zeros), or
+// holds the page in a stored form (checksummed or compressed on a slower
+// tier, stored.go: its bytes must be checked, or are not the page's).
 func (b *Bucket) PinPage(i, off int64, n int) (fd int, fileOff int64, unpin func(), ok bool) {
 	if b.checkPage("pin page", i, off, n) != nil || n <= 0 {
 		return -1, 0, nil, false
 	}
 	b.mu.RLock()
 	bl := b.pages[i]
-	if b.dead || bl == nil || bl.alloc == 0 {
+	if b.dead || bl == nil || bl.alloc == 0 || bl.st != nil {
 		b.mu.RUnlock()
 		return -1, 0, nil, false
 	}

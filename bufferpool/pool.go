@@ -142,14 +142,14 @@ func New(cfg Config) (*Pool, error) {
 // takes the dead daemons' directories the tiers found: kept, and counted
 // against their tier, for Replay; removed at once without a journal.
 func (p *Pool) openJournals(cfg Config) error {
-	if !cfg.Journal || !slices.ContainsFunc(p.tiers, func(ts *tierState) bool { return ts.cfg.Kind == KindFile }) {
+	if !cfg.Journal || !slices.ContainsFunc(p.tiers, (*tierState).persistent) {
 		p.discardStale()
 		return nil
 	}
 	p.journals = make([]*tier.Journal, len(p.tiers))
 	p.jpending = make(map[*Bucket]struct{})
 	for t, ts := range p.tiers {
-		if ts.cfg.Kind != KindFile {
+		if !ts.persistent() {
 			continue
 		}
 		j, err := ts.dev.OpenJournal()
@@ -207,8 +207,8 @@ func (p *Pool) Close() error {
 // Bucket returns the bucket called name, creating it with opts if absent.
 // An existing bucket keeps its original options.
 func (p *Pool) Bucket(name string, opts BucketOptions) (*Bucket, error) {
-	if name == "" || opts.PageSize < 0 {
-		return nil, fmt.Errorf("bucket %q (page size %d): %w", name, opts.PageSize, ErrInvalid)
+	if name == "" || opts.PageSize < 0 || !ValidCompress(opts.Compress) {
+		return nil, fmt.Errorf("bucket %q (page size %d, compress %q): %w", name, opts.PageSize, opts.Compress, ErrInvalid)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -219,6 +219,7 @@ func (p *Pool) Bucket(name string, opts BucketOptions) (*Bucket, error) {
 		return b, nil
 	}
 	b := newBucket(p, p.nextID.Add(1), name, opts)
+	b.SetCompress(opts.Compress) // validated above
 	p.buckets[name] = b
 	p.cat.addName(name)
 	return b, nil
@@ -361,8 +362,9 @@ type tierState struct {
 	swaps   atomic.Uint64
 	demo    atomic.Uint64
 	evicts  atomic.Uint64
-	jpages  atomic.Int64 // pages its journal holds as dirty
-	stored  atomic.Int64 // bytes of durable copies in the blob store (part of used)
+	jpages  atomic.Int64  // pages its journal holds as dirty
+	stored  atomic.Int64  // bytes of durable copies in the blob store (part of used)
+	sc      storeCounters // checksums and compression (stored.go)
 }
 
 func newTierState(idx int, tc TierConfig) (*tierState, error) {
@@ -379,9 +381,6 @@ func newTierState(idx int, tc TierConfig) (*tierState, error) {
 	if hi < 0 || hi > 1 || lo < 0 || lo > hi {
 		return nil, fmt.Errorf("tier %s: watermarks %v/%v: %w", tc.Name, hi, lo, ErrInvalid)
 	}
-	if tc.Kind != KindRAM && tc.Kind != KindFile {
-		return nil, fmt.Errorf("tier %s: kind %q: %w", tc.Name, tc.Kind, ErrInvalid)
-	}
 	dev, err := tier.Open(tc.Kind, tc.Name, tc.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -392,6 +391,14 @@ func newTierState(idx int, tc TierConfig) (*tierState, error) {
 		low:  int64(lo * float64(tc.Capacity)),
 	}, nil
 }
+
+// persistent reports whether the tier's bytes outlive the daemon (its
+// kind's traits): dirty pages there are journaled.
+func (t *tierState) persistent() bool { return t.dev.Traits().Persistent }
+
+// memory reports whether the tier is memory the kernel cannot page out:
+// it is shed under memory pressure.
+func (t *tierState) memory() bool { return t.dev.Traits().Memory }
 
 // limit is the capacity new reservations may fill: the capacity, or the
 // memory-pressure ceiling if one is set.
@@ -424,5 +431,7 @@ func (t *tierState) stats() TierStats {
 		Used: t.used.Load(), Blobs: t.blobs.Load(), Dirty: t.dirty.Load(),
 		Promoted: t.promo.Load(), Swapped: t.swaps.Load(), Demoted: t.demo.Load(), Evicted: t.evicts.Load(),
 		HighWater: t.high, Ceiling: t.ceiling.Load(), Journaled: t.jpages.Load(), Stored: t.stored.Load(),
+		Checksummed: t.sc.summed.Load(), ChecksumErrors: t.sc.corrupt.Load(),
+		Compressed: t.sc.compressed.Load(), CompressedBytes: t.sc.logical.Load(), SavedBytes: t.sc.saved.Load(),
 	}
 }

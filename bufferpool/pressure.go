@@ -35,7 +35,7 @@ func (p *Pool) Shed(keep float64) int64 {
 	perTier := p.foldScores(time.Now().UnixNano())
 	var freed int64
 	for t, ts := range p.tiers {
-		if ts.cfg.Kind != KindRAM {
+		if !ts.memory() {
 			continue
 		}
 		before := ts.used.Load()

@@ -27,8 +27,31 @@ type Bucket struct {
 	handle uint64
 }
 
-// Bucket opens the bucket called name, creating it if absent.
-func (c *Client) Bucket(name string) (*Bucket, error) {
+// BucketOption is an option of Client.Bucket.
+type BucketOption func(*Bucket) error
+
+// Compress makes the bucket's blobs compressed with codec ("zstd", "s2",
+// "lz4"; "none" for none) when the daemon moves them to a slower tier
+// (RAM stays uncompressed); a blob whose first 64 KiB do not shrink is
+// stored as it is. It is Bucket.SetCompress at open.
+func Compress(codec string) BucketOption {
+	return func(b *Bucket) error { return b.SetCompress(codec) }
+}
+
+// SetCompress sets the codec of the bucket's blobs on slower tiers, for
+// the blobs that move there from now on (see Compress).
+func (b *Bucket) SetCompress(codec string) error {
+	w := runtime.NewArgWriter(nil)
+	cte.WriteRef(w, b.handle, b.name)
+	if err := b.simple(cte.MSetCompress, w.String(codec).Bytes()); err != nil {
+		return fmt.Errorf("compress bucket %q with %q: %w", b.name, codec, err)
+	}
+	return nil
+}
+
+// Bucket opens the bucket called name, creating it if absent, and
+// applies opts (Compress).
+func (c *Client) Bucket(name string, opts ...BucketOption) (*Bucket, error) {
 	k, err := c.newCall(cte.Name, cte.MOpen, runtime.NewArgWriter(nil).String(name).Bytes(), nil, errRoom)
 	if err != nil {
 		return nil, err
@@ -37,6 +60,12 @@ func (c *Client) Bucket(name string) (*Bucket, error) {
 	err = k.do(func(res runtime.Result, _ []byte) error { b.handle = res.Value; return nil })
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %q: %w", name, err)
+	}
+	for _, o := range opts {
+		if err := o(b); err != nil {
+			b.Close()
+			return nil, err
+		}
 	}
 	return b, nil
 }

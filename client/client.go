@@ -96,6 +96,9 @@ var (
 	ErrDaemonGone  = ipc.ErrDaemonGone
 	ErrClosed      = ipc.ErrClosed
 	ErrShortBuffer = runtime.ErrShortBuffer
+	// ErrCorrupt: the blob's bytes failed their checksum on a slower tier
+	// of the daemon (EIO); nothing of them was returned.
+	ErrCorrupt = runtime.ErrCorrupt
 )
 
 // Env names the environment variables Connect reads.

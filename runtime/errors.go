@@ -38,11 +38,15 @@ var (
 	// ErrPermission: the caller's credentials (the ipc connection's
 	// SO_PEERCRED) do not allow the task on the object it names.
 	ErrPermission = errors.New("runtime: permission denied")
+	// ErrCorrupt: the data failed its checksum (EIO); nothing of it was
+	// returned.
+	ErrCorrupt = errors.New("runtime: data failed its checksum")
 )
 
 // codes is the wire table: index = code. Code 0 is success.
 var codes = []error{nil, ErrNoModule, ErrNoMethod, ErrBadArgs, ErrShortBuffer, ErrShutdown,
-	ErrNoEntry, ErrExist, ErrInvalid, ErrNoSpace, ErrTooBusy, ErrInternal, ErrUnknownTask, ErrPermission}
+	ErrNoEntry, ErrExist, ErrInvalid, ErrNoSpace, ErrTooBusy, ErrInternal, ErrUnknownTask, ErrPermission,
+	ErrCorrupt}
 
 // Code returns the wire code of err: 0 for nil, the code of the first
 // sentinel err wraps, or the code of ErrInternal.

@@ -67,6 +67,9 @@ type Options struct {
 	// cache; by default a page the page cache does not hold is read with
 	// O_DIRECT (direct.go).
 	BufferedStageIn bool
+	// Compress chooses the codec of a file's pages on slower tiers by
+	// path (compress.go): the first rule that matches wins.
+	Compress []CompressRule
 }
 
 // DefaultDrainTimeout is Options.DrainTimeout's default.
@@ -114,8 +117,22 @@ type Stats struct {
 	// in the background (file.readAround).
 	ReadAround   uint64 `json:"read_around"`
 	StagedBehind uint64 `json:"staged_behind_pages"`
-	FlushErrors  uint64 `json:"flush_errors"`
-	FlushBacklog int64  `json:"flush_backlog_files"`
+	// Checksums (checksum.go): BackingChecksumErrors counts whole-page
+	// stage-ins whose bytes did not match the crc32c the write-back
+	// recorded (EIO); TierChecksumErrors reads of pages on slower tiers
+	// that did not match the pool's, of which Repaired were clean and
+	// staged in again from the backing file (the rest were EIO);
+	// ChecksumsNotStored the records too large for the backing store's
+	// xattrs (kept in memory only).
+	BackingChecksumErrors uint64 `json:"backing_checksum_errors"`
+	TierChecksumErrors    uint64 `json:"tier_checksum_errors"`
+	Repaired              uint64 `json:"checksum_repaired_pages"`
+	ChecksumsNotStored    uint64 `json:"checksums_not_stored"`
+	// ChecksumsVerified counts the stage-ins checked against a record
+	// (the rest had none, or the file had changed since).
+	ChecksumsVerified uint64 `json:"checksums_verified"`
+	FlushErrors       uint64 `json:"flush_errors"`
+	FlushBacklog      int64  `json:"flush_backlog_files"`
 	// FailingFiles are the files whose write-back is failing (sorted by
 	// path, the first 64), FailingCount how many there are, and
 	// StuckDirtyBytes their dirty data, held in the pool until the

@@ -60,6 +60,16 @@
 // background write-back writes a file's dirty pages, its size and mtime,
 // fdatasyncs the backing file, and only then marks the pages clean.
 //
+// # Checksums
+//
+// The write-back records the crc32c of each page it writes whole in the
+// backing file's xattr user.iowarp.crc32c, with the size and mtime it
+// left; a whole-page stage-in checks the page against it while size and
+// mtime are unchanged (EIO on a mismatch, one log line per page). Pages
+// the pool holds on slower tiers carry the pool's own checksums; a clean
+// one that fails is dropped and staged in again. checksum.go has the
+// rules and why an xattr.
+//
 // # A failing backing store
 //
 // A write-back that fails (ENOSPC, EDQUOT, EROFS, EIO; at write or only at

@@ -64,6 +64,9 @@ type file struct {
 	health     wbHealth // is its write-back failing, why, since when
 
 	pf pfState // pages staged ahead and not read yet (prefetch.go)
+
+	sums   fileSums // checksums the write-back recorded (checksum.go)
+	wbSums sumPass  // the running write-back pass's; guarded by backingMu
 }
 
 // attach returns the file object of the regular file open at fd (taking
@@ -289,7 +292,7 @@ func (f *file) stager(i int64) bufferpool.Filler {
 		return nil
 	}
 	return func(buf []byte) error {
-		_, err := f.stageRead(buf, start, true)
+		_, err := f.stagePage(buf, i)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("stage in page %d: %w", i, err)
 		}
@@ -326,7 +329,12 @@ func (f *file) readPage(i, po int64, dst []byte, around bool) error {
 	if err == nil && !found && f.pf.waitRead(i) {
 		found, err = f.bucket.ReadPage(i, po, dst, nil) // read ahead meanwhile
 	}
-	if err != nil {
+	if errors.Is(err, bufferpool.ErrCorrupt) {
+		if !f.repairPage(i, err) {
+			return fmt.Errorf("read page %d of %s: %w: %w", i, f.displayName(), err, unix.EIO)
+		}
+		found = false // dropped: staged in again below
+	} else if err != nil {
 		return err
 	}
 	if found {
@@ -346,6 +354,9 @@ func (f *file) readPage(i, po int64, dst []byte, around bool) error {
 		return nil
 	}
 	found, err = f.stageIn(i, po, dst, fill)
+	if errors.Is(err, bufferpool.ErrCorrupt) && !errors.Is(err, unix.EIO) {
+		err = fmt.Errorf("read page %d of %s: %w: %w", i, f.displayName(), err, unix.EIO)
+	}
 	if found {
 		f.demandHit(i) // staged in meanwhile (by a prefetch it waited for)
 	} else {
@@ -413,7 +424,7 @@ func (f *file) stageIn(i, po int64, dst []byte, fill bufferpool.Filler) (found b
 		defer f.fs.putPage(bp)
 		page = *bp
 	}
-	n, err := f.stageRead(page, i*f.fs.ps, true)
+	n, err := f.stagePage(page, i)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return false, fmt.Errorf("stage in page %d: %w", i, err)
 	}
@@ -722,6 +733,9 @@ func (f *file) writeBackPages(r wbReq) (deferred bool, err error) {
 		if r.always && r.sync != syncNone {
 			err = f.fs.store.Sync(f.backing, r.sync == syncData)
 			f.noteWriteBack(err)
+			if err == nil {
+				f.saveSumsLocked() // what writethrough writes recorded
+			}
 		}
 		return false, err
 	}
@@ -786,6 +800,8 @@ type written struct {
 // be gone), so the pool keeps the only good copy until a sync succeeds.
 // Called with backingMu held.
 func (f *file) flushLocked(r wbReq, p wbPass) error {
+	f.startSumPassLocked()
+	f.wbSums = sumPass{}
 	done, err := f.writePagesLocked(p.pages)
 	if err != nil {
 		return err
@@ -806,6 +822,7 @@ func (f *file) flushLocked(r wbReq, p wbPass) error {
 			return err
 		}
 	}
+	f.commitSumPassLocked(&f.wbSums, r.sync != syncNone)
 	f.markClean(done)
 	if setMtime {
 		f.stateMu.Lock()
@@ -874,11 +891,16 @@ func (f *file) writePageLocked(i int64, buf []byte, rs []bufferpool.Range) (w wr
 	// Bytes past the end (truncated, and the backing file with it) are
 	// not written: such a page is clean once the pass succeeds.
 	valid := max(0, min(f.fs.ps, size-start))
+	covered := int64(0) // the ranges cover [0, covered): sorted, disjoint
 	for _, r := range s.Ranges {
 		if err := f.writeRangeLocked(buf, start, r.Lo, min(r.Hi, valid)); err != nil {
 			return w, false, fmt.Errorf("write back page %d: %w", i, err)
 		}
+		if r.Lo <= covered {
+			covered = max(covered, r.Hi)
+		}
 	}
+	f.wbSums.noteWritten(i, buf[:valid], valid > 0 && covered >= valid, f.fs.ps)
 	return written{i, s.Version}, true, nil
 }
 

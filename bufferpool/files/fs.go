@@ -41,8 +41,9 @@ type FS struct {
 	prefetch *prefetcher
 	store    backingStore // the write-back's access to backing files
 
-	closed atomic.Bool
-	nextID atomic.Uint64
+	closed  atomic.Bool
+	nextID  atomic.Uint64
+	noXattr atomic.Bool // the backing store takes no user xattrs (checksum.go)
 
 	// space is signalled (Broadcast) whenever write-back cleans pages, so
 	// writers waiting for pool space retry.
@@ -74,6 +75,12 @@ type counters struct {
 	passthroughOpens           atomic.Uint64
 	stagedDirect, stagedBehind atomic.Uint64
 	readAround                 atomic.Uint64
+	// Checksums (checksum.go): pages staged in from the backing file that
+	// did not match the write-back's record; pages of slower tiers that
+	// did not match the pool's and were staged in again; records too
+	// large for the backing store's xattrs.
+	backingCorrupt, repaired, tierCorrupt, sumsNotStored atomic.Uint64
+	sumsChecked                                          atomic.Uint64 // stage-ins checked against a record
 }
 
 // New opens the namespace and starts the write-back workers.
@@ -103,6 +110,9 @@ func New(pool *bufferpool.Pool, opts Options) (*FS, error) {
 	}
 	if opts.Readahead == 0 {
 		opts.Readahead = DefaultReadahead
+	}
+	if err := checkCompressRules(opts.Compress); err != nil {
+		return nil, err
 	}
 	root, err := namespaceDir(&opts)
 	if err != nil {
@@ -277,6 +287,13 @@ func (fs *FS) Stats() Stats {
 		StagedDirect:     fs.stats.stagedDirect.Load(),
 		ReadAround:       fs.stats.readAround.Load(),
 		StagedBehind:     fs.stats.stagedBehind.Load(),
+
+		BackingChecksumErrors: fs.stats.backingCorrupt.Load(),
+		TierChecksumErrors:    fs.stats.tierCorrupt.Load(),
+		Repaired:              fs.stats.repaired.Load(),
+		ChecksumsNotStored:    fs.stats.sumsNotStored.Load(),
+		ChecksumsVerified:     fs.stats.sumsChecked.Load(),
+
 		FlushErrors:      fs.stats.flushErrors.Load(),
 		FlushBacklog:     fs.flusher.backlog(),
 		ReadHits:         fs.stats.hits.Load(),

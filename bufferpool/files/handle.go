@@ -28,6 +28,7 @@ func (fs *FS) Open(p string, flags int, mode uint32, c Cred) (*Handle, unix.Stat
 		return nil, unix.Stat_t{}, pathErr("open", p, err)
 	}
 	f.setName(p)
+	f.setCompress(p)
 	h := &Handle{f: f, flags: flags, stale: stale}
 	fs.stats.openFiles.Add(1)
 	if flags&unix.O_TRUNC != 0 && flags&unix.O_ACCMODE != unix.O_RDONLY && !created && f.size.Load() != 0 {

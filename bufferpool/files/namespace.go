@@ -405,10 +405,15 @@ func (fs *FS) xpath(p string) (string, at, error) {
 
 var errNoUserXattr = errors.New("only user.* extended attributes are served")
 
+// hiddenXattr reports whether name is one of the daemon's own attributes
+// on backing files (user.iowarp.*: the write-back's checksums), which the
+// doors neither show nor let anyone change.
+func hiddenXattr(name string) bool { return strings.HasPrefix(name, hiddenXattrs) }
+
 // Getxattr reads a user.* attribute; other namespaces have none (ENODATA),
 // which answers the kernel's security.capability probe cheaply.
 func (fs *FS) Getxattr(p, name string, dest []byte) (int, error) {
-	if !strings.HasPrefix(name, "user.") {
+	if !strings.HasPrefix(name, "user.") || hiddenXattr(name) {
 		return 0, unix.ENODATA
 	}
 	fp, a, err := fs.xpath(p)
@@ -427,6 +432,9 @@ func (fs *FS) Getxattr(p, name string, dest []byte) (int, error) {
 func (fs *FS) Setxattr(p, name string, val []byte, flags int) error {
 	if !strings.HasPrefix(name, "user.") {
 		return fmt.Errorf("setxattr %s: %w: %w", name, errNoUserXattr, unix.EOPNOTSUPP)
+	}
+	if hiddenXattr(name) {
+		return fmt.Errorf("setxattr %s: the daemon's own attribute: %w", name, unix.EPERM)
 	}
 	fp, a, err := fs.xpath(p)
 	if err != nil {
@@ -457,7 +465,7 @@ func (fs *FS) Listxattr(p string, dest []byte) (int, error) {
 	}
 	var out []byte
 	for _, n := range strings.Split(string(all[:sz]), "\x00") {
-		if strings.HasPrefix(n, "user.") {
+		if strings.HasPrefix(n, "user.") && !hiddenXattr(n) {
 			out = append(out, n...)
 			out = append(out, 0)
 		}
@@ -475,6 +483,9 @@ func (fs *FS) Listxattr(p string, dest []byte) (int, error) {
 func (fs *FS) Removexattr(p, name string) error {
 	if !strings.HasPrefix(name, "user.") {
 		return unix.ENODATA
+	}
+	if hiddenXattr(name) {
+		return fmt.Errorf("removexattr %s: the daemon's own attribute: %w", name, unix.EPERM)
 	}
 	fp, a, err := fs.xpath(p)
 	if err != nil {

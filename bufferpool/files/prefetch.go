@@ -241,7 +241,7 @@ func (f *file) stageAhead(i int64) (n int, ok bool) {
 	bp := fs.getPage()
 	defer fs.putPage(bp)
 	buf := *bp
-	n, err := f.stageRead(buf, start, true)
+	n, err := f.stagePage(buf, i)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, false
 	}

@@ -2,6 +2,19 @@
 // (a RAM tier made of memfds, or a file tier made of sparse files in a
 // directory), and a Segment is one bucket's sparse image on a device.
 //
+// # Kinds
+//
+// A tier kind is a Kind registered with Register, one file per kind:
+// ram_linux.go, file_linux.go, and cuda.go (only with -tags cuda, a
+// placeholder whose Open fails with ErrNotSupported). A Kind has a name
+// (what the config's tiers[].kind says), Traits (whether a tier of it
+// has a directory, is memory the kernel cannot page out, outlives the
+// daemon) and Open, which returns its Backend: what makes segments, and,
+// for a persistent kind, its journal and the stale instances of dead
+// daemons (Journaled). The pool, config validation and the CLI act on a
+// kind's traits, never on its name, so adding a kind is one file with one
+// Register call in its init.
+//
 // A Segment is a plain file descriptor addressed by offset: the buffer
 // pool decides what lives where (page i of a page bucket at i*PageSize,
 // named blobs in extents) and the segment only reads, writes and punches

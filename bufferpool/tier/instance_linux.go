@@ -145,3 +145,10 @@ func diskUsage(dir string) int64 {
 	})
 	return n
 }
+
+// releaseAll unlocks instance directories without removing them.
+func releaseAll(ins []*instance) {
+	for _, in := range ins {
+		in.lock.Close()
+	}
+}

@@ -12,7 +12,8 @@ import (
 	"sync"
 )
 
-// Device kinds; the buffer pool's KindRAM/KindFile have the same values.
+// The built-in kinds (ram_linux.go, file_linux.go); the buffer pool's
+// KindRAM/KindFile have the same values.
 const (
 	KindRAM  = "ram"
 	KindFile = "file"
@@ -21,84 +22,67 @@ const (
 // ErrInvalid reports a bad device configuration.
 var ErrInvalid = errors.New("tier: invalid argument")
 
-// Device is one tier. Safe for concurrent use.
+// Device is one tier: a Backend of a registered Kind. Safe for
+// concurrent use.
 type Device struct {
-	kind  string
-	name  string
-	dir   string    // KindFile only
-	inst  *instance // KindFile: this process's instance directory
-	stale []*Stale  // KindFile: instance directories of dead daemons
+	kind Kind
+	name string
+	dir  string
+	b    Backend
+	inst *instance // a backend with an instance directory: that directory
 }
 
-// Open returns the device of kind ("ram" or "file") called name. A file
-// device creates dir if needed, and its instance directory in it; it
-// locks the instance directories of dead daemons it finds there (Stale).
+// instanced is a backend with an instance directory (file_linux.go).
+type instanced interface{ instance() *instance }
+
+// Open returns the device of the registered kind called kind (KindRAM,
+// KindFile, ...) called name. A file device creates dir if needed, and
+// its instance directory in it; it locks the instance directories of
+// dead daemons it finds there (Stale).
 func Open(kind, name, dir string) (*Device, error) {
-	d := &Device{kind: kind, name: name, dir: dir}
-	switch kind {
-	case KindRAM:
-		return d, nil
-	case KindFile:
-		if dir == "" {
-			return nil, fmt.Errorf("tier %s: file tier needs a directory: %w", name, ErrInvalid)
-		}
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("tier %s: %w", name, err)
-		}
-		stale, err := findStale(dir)
-		if err != nil {
-			return nil, fmt.Errorf("tier %s: %w", name, err)
-		}
-		if d.inst, err = newInstance(dir); err != nil {
-			releaseAll(stale)
-			return nil, fmt.Errorf("tier %s: %w", name, err)
-		}
-		for _, in := range stale {
-			d.stale = append(d.stale, &Stale{in: in, Bytes: diskUsage(in.dir)})
-		}
-		return d, nil
-	default:
-		return nil, fmt.Errorf("tier %s: unknown kind %q: %w", name, kind, ErrInvalid)
+	k, ok := Lookup(kind)
+	if !ok {
+		return nil, fmt.Errorf("tier %s: unknown kind %q (known: %s): %w", name, kind,
+			strings.Join(Kinds(), ", "), errors.Join(ErrInvalid, ErrUnknownKind))
 	}
-}
-
-// releaseAll unlocks instance directories without removing them.
-func releaseAll(ins []*instance) {
-	for _, in := range ins {
-		in.lock.Close()
+	if k.Traits().Dir == DirRequired && dir == "" {
+		return nil, fmt.Errorf("tier %s: %s tier needs a directory: %w", name, kind, ErrInvalid)
 	}
+	b, err := k.Open(name, dir)
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{kind: k, name: name, dir: dir, b: b}
+	if in, ok := b.(instanced); ok {
+		d.inst = in.instance()
+	}
+	return d, nil
 }
 
 // Stale lists the instance directories of dead daemons that Open found
-// (and locked) in a file tier's directory, for the owner to replay and
-// Remove.
-func (d *Device) Stale() []*Stale { return d.stale }
+// (and locked) in a persistent tier's directory, for the owner to replay
+// and Remove.
+func (d *Device) Stale() []*Stale {
+	if j, ok := d.b.(Journaled); ok {
+		return j.Stale()
+	}
+	return nil
+}
 
-// OpenJournal creates the journal of this process's instance (file
-// tiers only).
+// OpenJournal creates the journal of this process's instance
+// (persistent tiers only).
 func (d *Device) OpenJournal() (*Journal, error) {
-	if d.inst == nil {
-		return nil, fmt.Errorf("tier %s: journal on a %s tier: %w", d.name, d.kind, ErrInvalid)
+	j, ok := d.b.(Journaled)
+	if !ok {
+		return nil, fmt.Errorf("tier %s: journal on a %s tier: %w", d.name, d.kind.Name(), ErrInvalid)
 	}
-	path := filepath.Join(d.inst.dir, journalName)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("tier %s: %w", d.name, err)
-	}
-	return &Journal{path: path, f: f}, nil
+	return j.OpenJournal()
 }
 
-// Close removes the instance directory of a file tier (every segment
-// must be closed) and releases stale directories nobody removed.
-func (d *Device) Close() error {
-	if d.inst == nil {
-		return nil
-	}
-	for _, s := range d.stale {
-		s.release()
-	}
-	return d.inst.remove()
-}
+// Close closes the backend: a file tier removes its instance directory
+// (every segment must be closed) and releases stale directories nobody
+// removed.
+func (d *Device) Close() error { return d.b.Close() }
 
 // Stale is the instance directory of a dead daemon, locked by this
 // process until Remove (or Close of the device).
@@ -186,19 +170,19 @@ func (s *Stale) release() {
 // Name is the tier name.
 func (d *Device) Name() string { return d.name }
 
-// Kind is KindRAM or KindFile.
-func (d *Device) Kind() string { return d.kind }
+// Kind is the name of the device's kind (KindRAM, KindFile, ...).
+func (d *Device) Kind() string { return d.kind.Name() }
 
-// Dir is the directory of a file tier ("" for RAM).
+// Traits are the traits of the device's kind.
+func (d *Device) Traits() Traits { return d.kind.Traits() }
+
+// Dir is the directory of a tier that has one ("" for RAM).
 func (d *Device) Dir() string { return d.dir }
 
 // NewSegment creates an empty segment; label names it for debugging
 // (memfd name, or part of the file name).
 func (d *Device) NewSegment(label string) (*Segment, error) {
-	if d.kind == KindRAM {
-		return newMemfdSegment(d.name + ":" + label)
-	}
-	return newFileSegment(d.inst.dir, sanitize(label))
+	return d.b.NewSegment(label)
 }
 
 // sanitize keeps a label usable inside a file name.

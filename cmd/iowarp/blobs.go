@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/client"
 	"github.com/iowarp/iowarp/internal/units"
 )
@@ -102,6 +103,7 @@ func newPutCmd() *cobra.Command {
 	var mode string
 	var keep int
 	var tags []string
+	var compress string
 	cmd := &cobra.Command{
 		Use:   "put BUCKET BLOB [FILE|-]",
 		Short: "Store FILE (or stdin) as BLOB in BUCKET of the running daemon's buffer pool",
@@ -121,12 +123,20 @@ keeps --keep versions, set when it is created).`,
 			if err != nil {
 				return err
 			}
+			if !bufferpool.ValidCompress(compress) {
+				return fmt.Errorf("--compress %q: not one of %s", compress, strings.Join(bufferpool.Codecs(), ", "))
+			}
 			data, err := readInput(args[2:])
 			if err != nil {
 				return err
 			}
 			o := client.PutOptions{Durable: durable}
 			return t.withBucket(args[0], client.BucketOptions{Mode: m, KeepVersions: keep}, func(_ *client.Client, b *client.Bucket) error {
+				if compress != "" {
+					if err := b.SetCompress(compress); err != nil {
+						return err
+					}
+				}
 				if version {
 					v, err := b.PutVersion(args[1], data, o)
 					if err == nil {
@@ -154,6 +164,8 @@ keeps --keep versions, set when it is created).`,
 	f.StringVar(&mode, "mode", "", "permission bits of a bucket this creates, octal (default 0600)")
 	f.IntVar(&keep, "keep", 0, "versions of each blob a bucket this creates keeps (default 4)")
 	f.StringArrayVar(&tags, "tag", nil, "set tag KEY=VALUE on the blob (repeatable)")
+	f.StringVar(&compress, "compress", "", "compress the bucket's blobs when they move to a slower tier: "+
+		strings.Join(bufferpool.Codecs(), ", ")+" (RAM stays uncompressed; a blob that does not shrink is stored as it is)")
 	return cmd
 }
 

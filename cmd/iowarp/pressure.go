@@ -4,6 +4,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/iowarp/iowarp/bufferpool"
+	"github.com/iowarp/iowarp/bufferpool/tier"
 	"github.com/iowarp/iowarp/internal/host"
 	"github.com/iowarp/iowarp/internal/units"
 )
@@ -41,7 +42,7 @@ func relieve(pool *bufferpool.Pool, why string) {
 	freed := pool.Shed(shedKeep)
 	var ram int64
 	for _, t := range pool.Stats().Tiers {
-		if t.Kind == bufferpool.KindRAM {
+		if tr, _ := tier.TraitsOf(t.Kind); tr.Memory {
 			ram += t.Used
 		}
 	}

@@ -127,6 +127,7 @@ func printStats(w io.Writer, info Info, st files.Stats) error {
 		st.PrefetchedPages, units.FormatSize(int64(st.PrefetchedBytes)), st.PrefetchHits, st.PrefetchWasted)
 	fmt.Fprintf(w, "stage-in: %s with O_DIRECT; %d small cold reads served from the backing file, %d pages staged in behind them\n",
 		units.FormatSize(int64(st.StagedDirect)), st.ReadAround, st.StagedBehind)
+	printIntegrity(w, st)
 	if l := st.Pool.LeaseStats; l.LeaseRefills > 0 {
 		fmt.Fprintf(w, "shim leases: %s reserved now, %d refills, %d returned (%s), %d new pages adopted, %d dropped (created past a lease)\n",
 			units.FormatSize(l.LeaseBytes), l.LeaseRefills, l.LeasesReturned, units.FormatSize(int64(l.LeaseReturnedBytes)),
@@ -144,6 +145,23 @@ func printStats(w io.Writer, info Info, st files.Stats) error {
 		return nil
 	}
 	return printFailing(w, st)
+}
+
+// printIntegrity shows what the checksums caught and what compression
+// saves, per tier: lines only where there is something to say.
+func printIntegrity(w io.Writer, st files.Stats) {
+	if n := st.BackingChecksumErrors + st.TierChecksumErrors; n > 0 {
+		fmt.Fprintf(w, "CHECKSUM ERRORS: %d pages staged in from the backing file did not match their write-back crc32c (EIO); "+
+			"%d reads of slower tiers did not match, %d of them repaired from the backing file (the rest EIO); see the log\n",
+			st.BackingChecksumErrors, st.TierChecksumErrors, st.Repaired)
+	}
+	for _, ts := range st.Pool.Tiers {
+		if ts.Compressed > 0 {
+			fmt.Fprintf(w, "compression: tier %s holds %d blobs (%s) compressed in %s: ratio %.2f, %s saved; %d blobs checksummed\n",
+				ts.Name, ts.Compressed, units.FormatSize(ts.CompressedBytes), units.FormatSize(ts.CompressedBytes-ts.SavedBytes),
+				ts.Ratio(), units.FormatSize(ts.SavedBytes), ts.Checksummed)
+		}
+	}
 }
 
 // slowWriteBack is how long one write-back of a file runs before stat

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
 )
 
@@ -40,5 +41,35 @@ func TestPrintStatsFailingWriteBack(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestPrintStatsIntegrity: checksum errors and per-tier compression show
+// in `iowarp stat`; a mount with neither shows no such line.
+func TestPrintStatsIntegrity(t *testing.T) {
+	info := Info{Mount: "/iowarp", Backing: "/pfs", Pid: 7, Started: time.Now()}
+	var buf bytes.Buffer
+	if err := printStats(&buf, info, files.Stats{Mode: files.Writeback}); err != nil {
+		t.Fatal(err)
+	}
+	if out := buf.String(); strings.Contains(out, "CHECKSUM") || strings.Contains(out, "compression:") {
+		t.Fatalf("clean mount shows integrity lines:\n%s", out)
+	}
+	st := files.Stats{Mode: files.Writeback, BackingChecksumErrors: 2, TierChecksumErrors: 3, Repaired: 1}
+	st.Pool.Tiers = []bufferpool.TierStats{{Name: "ram", Kind: "ram"},
+		{Name: "nvme", Kind: "file", Compressed: 10, Checksummed: 12, CompressedBytes: 40 << 20, SavedBytes: 30 << 20}}
+	buf.Reset()
+	if err := printStats(&buf, info, st); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"CHECKSUM ERRORS: 2 pages staged in", "3 reads of slower tiers", "1 of them repaired",
+		"compression: tier nvme holds 10 blobs (40MiB) compressed in 10MiB: ratio 4.00, 30MiB saved; 12 blobs checksummed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "tier ram holds") {
+		t.Errorf("uncompressed tier listed:\n%s", out)
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/runtime/config"
 )
 
@@ -97,12 +96,12 @@ func userAllowOther() bool {
 	return false
 }
 
-// checkTierDirs checks that the user can create each file tier's
-// directory: the message names the tier, the directory and the config
+// checkTierDirs checks that the user can create the directory of each
+// tier that has one (file tiers): the message names the tier, the directory and the config
 // key or flag that sets it.
 func checkTierDirs(cfg *config.Config, who string) error {
 	for i, t := range cfg.Tiers {
-		if t.Kind != bufferpool.KindFile {
+		if t.Dir == "" {
 			continue
 		}
 		if err := os.MkdirAll(t.Dir, 0o700); err != nil {

@@ -26,6 +26,9 @@ var (
 	tierPromoted = desc("tier_promoted_total", "Blobs promoted into the tier.", tierLabels...)
 	tierDemoted  = desc("tier_demoted_total", "Blobs demoted out of the tier.", tierLabels...)
 	tierEvicted  = desc("tier_evicted_total", "Clean blobs evicted from the tier.", tierLabels...)
+	tierSumErr   = desc("tier_checksum_errors_total", "Reads of blobs on the tier whose bytes failed their crc32c.", tierLabels...)
+	tierSaved    = desc("tier_compression_saved_bytes", "Capacity of the tier that compression leaves free.", tierLabels...)
+	tierComp     = desc("tier_compressed_logical_bytes", "Logical bytes of the blobs stored compressed on the tier.", tierLabels...)
 	poolHits     = desc("pool_hits_total", "Pool reads served by a resident blob.")
 	poolMisses   = desc("pool_misses_total", "Pool reads that needed a fill.")
 
@@ -49,7 +52,7 @@ var (
 	ipcSegments = desc("ipc_segment_bytes", "Bytes of client segments mapped.")
 	helperStart = desc("helper_starts_total", "Format helper processes started.")
 	helperRest  = desc("helper_restarts_total", "Format helpers stopped (library error) or killed (crash, timeout) and so replaced.")
-	errorsTotal = desc("errors_total", "Errors by kind: flush (write-back attempts), fuse_eio (EIO replies), ipc_bad_request, ipc_refused, ipc_killed, helper_failed.", "kind")
+	errorsTotal = desc("errors_total", "Errors by kind: flush (write-back attempts), backing_checksum (stage-ins that failed the write-back's crc32c), tier_checksum (reads of slower tiers that failed theirs), fuse_eio (EIO replies), ipc_bad_request, ipc_refused, ipc_killed, helper_failed.", "kind")
 )
 
 // Describe sends nothing: the collector is unchecked (its metrics depend
@@ -133,6 +136,9 @@ func (e emitter) pool(ps bufferpool.Stats) {
 		e.counter(tierPromoted, t.Promoted, t.Name, t.Kind)
 		e.counter(tierDemoted, t.Demoted, t.Name, t.Kind)
 		e.counter(tierEvicted, t.Evicted, t.Name, t.Kind)
+		e.counter(tierSumErr, t.ChecksumErrors, t.Name, t.Kind)
+		e.gauge(tierSaved, float64(t.SavedBytes), t.Name, t.Kind)
+		e.gauge(tierComp, float64(t.CompressedBytes), t.Name, t.Kind)
 	}
 	e.counter(poolHits, ps.Hits)
 	e.counter(poolMisses, ps.Misses)
@@ -151,4 +157,6 @@ func (e emitter) files(st files.Stats) {
 	e.counter(readMisses, st.ReadMisses)
 	e.counter(prefetched, st.PrefetchedBytes)
 	e.counter(errorsTotal, st.FlushErrors, "flush")
+	e.counter(errorsTotal, st.BackingChecksumErrors, "backing_checksum")
+	e.counter(errorsTotal, st.TierChecksumErrors, "tier_checksum")
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/bufferpool/tier"
 	"github.com/iowarp/iowarp/internal/host"
 	"github.com/iowarp/iowarp/internal/units"
 )
@@ -49,12 +50,13 @@ type Config struct {
 	LogLevel         string // a logrus level
 	AllowOther       bool
 	Passthrough      bool
-	WritebackCache   bool     // the kernel's FUSE writeback cache (fusefs.Options.WritebackCache)
-	FuseIoUring      string   // auto | on | off: FUSE requests over io_uring (fusefs.Options.IoUring)
-	ControlDir       string   // "" = control.DefaultDir()
-	MetricsListen    string   // host:port of the Prometheus endpoint; "" = off
-	Modules          []string // module plugins (.so) loaded at start (config_modules.go)
-	OOMScoreAdj      int      // the daemon's oom_score_adj (-1000..1000)
+	WritebackCache   bool                 // the kernel's FUSE writeback cache (fusefs.Options.WritebackCache)
+	FuseIoUring      string               // auto | on | off: FUSE requests over io_uring (fusefs.Options.IoUring)
+	ControlDir       string               // "" = control.DefaultDir()
+	MetricsListen    string               // host:port of the Prometheus endpoint; "" = off
+	Modules          []string             // module plugins (.so) loaded at start (config_modules.go)
+	Compress         []files.CompressRule // codec of file pages on slower tiers by path glob (config_compress.go)
+	OOMScoreAdj      int                  // the daemon's oom_score_adj (-1000..1000)
 	// FormatHelperMemory is each format helper's address-space limit in
 	// bytes (0 = formats/helper's default).
 	FormatHelperMemory int64
@@ -73,8 +75,8 @@ type Config struct {
 // Tier configures one tier of the buffer pool.
 type Tier struct {
 	Name          string
-	Kind          string // bufferpool.KindRAM | bufferpool.KindFile
-	Dir           string // KindFile only
+	Kind          string // a registered tier kind (bufferpool/tier): ram, file, ...
+	Dir           string // kinds that live in a directory (file) only
 	Capacity      int64  // bytes
 	HighWatermark float64
 	LowWatermark  float64
@@ -222,6 +224,7 @@ func (c *Config) clone() *Config {
 	n := *c
 	n.Tiers = append([]Tier(nil), c.Tiers...)
 	n.Modules = append([]string(nil), c.Modules...)
+	n.Compress = append([]files.CompressRule(nil), c.Compress...)
 	n.lines = maps.Clone(c.lines)
 	n.flags = maps.Clone(c.flags)
 	if n.lines == nil {
@@ -343,13 +346,17 @@ func (c *Config) validateTiers() error {
 		}
 		seen[t.Name] = i
 		if t.Kind == "" {
-			return c.errorf(key+".kind", "every tier needs a kind (ram or file)")
+			return c.errorf(key+".kind", "every tier needs a kind (%s)", strings.Join(tier.Kinds(), " or "))
 		}
-		if t.Kind == bufferpool.KindFile && t.Dir == "" {
-			return c.errorf(key+".dir", "a file tier needs a directory")
+		tr, ok := tier.TraitsOf(t.Kind)
+		if !ok {
+			return c.errorf(key+".kind", "%q is not one of %s", t.Kind, strings.Join(tier.Kinds(), ", "))
 		}
-		if t.Kind == bufferpool.KindRAM && t.Dir != "" {
-			return c.errorf(key+".dir", "a ram tier has no directory")
+		if tr.Dir == tier.DirRequired && t.Dir == "" {
+			return c.errorf(key+".dir", "a %s tier needs a directory", t.Kind)
+		}
+		if tr.Dir == tier.DirNone && t.Dir != "" {
+			return c.errorf(key+".dir", "a %s tier has no directory", t.Kind)
 		}
 		if t.Dir != "" && !filepath.IsAbs(t.Dir) {
 			return c.errorf(key+".dir", "%q is not an absolute path", t.Dir)
@@ -378,7 +385,7 @@ func (c *Config) validateRAM(mem host.HostMemory) error {
 	var sum int64
 	var parts []string
 	for i, t := range c.Tiers {
-		if t.Kind != bufferpool.KindRAM {
+		if !isMemory(t.Kind) {
 			continue
 		}
 		sum += t.Capacity
@@ -397,6 +404,13 @@ func (c *Config) validateRAM(mem host.HostMemory) error {
 			what, RAMShare*100, mem.Describe(), units.FormatSize(limit))
 	}
 	return nil
+}
+
+// isMemory reports whether kind is a registered memory kind (ram): its
+// capacity counts against RAMShare and may be a percentage of memory.
+func isMemory(kind string) bool {
+	tr, ok := tier.TraitsOf(kind)
+	return ok && tr.Memory
 }
 
 // PoolConfig converts c to the buffer pool's configuration.
@@ -436,6 +450,7 @@ func (c *Config) FilesOptions() files.Options {
 		DrainTimeout:     c.DrainTimeout,
 		Readahead:        c.Readahead,
 		BufferedStageIn:  !c.DirectStageIn,
+		Compress:         c.Compress,
 	}
 	if o.Readahead == 0 {
 		o.Readahead = -1 // off (0 is the file layer's default)

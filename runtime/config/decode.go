@@ -13,6 +13,7 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/bufferpool/tier"
 	"github.com/iowarp/iowarp/internal/units"
 )
 
@@ -58,6 +59,7 @@ func (d *decoder) top(n *yaml.Node) error {
 		"control_dir":          d.str(&c.ControlDir),
 		"metrics_listen":       d.str(&c.MetricsListen),
 		"modules":              d.modules,
+		"compress":             d.compress,
 		"format_helper_memory": d.bytes(&c.FormatHelperMemory),
 		"oom_score_adj":        d.integer(&c.OOMScoreAdj, -1000, 1000),
 	})
@@ -83,7 +85,7 @@ func (d *decoder) tiers(n *yaml.Node, key string) error {
 		var capNode *yaml.Node
 		err := d.mapping(tn, tkey, map[string]field{
 			"name": d.str(&t.Name),
-			"kind": d.enum(&t.Kind, bufferpool.KindRAM, bufferpool.KindFile),
+			"kind": d.enum(&t.Kind, tier.Kinds()...),
 			"dir":  d.str(&t.Dir),
 			"capacity": func(n *yaml.Node, _ string) error {
 				capNode = n

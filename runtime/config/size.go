@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/internal/host"
 	"github.com/iowarp/iowarp/internal/units"
 )
@@ -28,7 +27,7 @@ var hostMemory = host.ReadHostMemory
 // RAMShare of it.
 func ParseCapacity(s, kind string) (int64, error) {
 	if pct, ok := strings.CutSuffix(strings.TrimSpace(s), "%"); ok {
-		if kind != bufferpool.KindRAM {
+		if !isMemory(kind) {
 			return 0, fmt.Errorf("a percentage is only allowed for a ram tier")
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(pct), 64)

@@ -7,7 +7,7 @@ package shm
 // A Backend is safe for concurrent use; Close and Destroy must not race with
 // users of Bytes.
 type Backend interface {
-	// Kind names the implementation: "posix", "memfd", "file", "cuda".
+	// Kind names the implementation: "posix", "memfd", "file".
 	Kind() string
 	// Name is the object's name (shm name, memfd name or file path).
 	Name() string

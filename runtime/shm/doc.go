@@ -24,8 +24,9 @@
 // PosixShm (/dev/shm/NAME, mode 0600, created O_EXCL), Memfd (anonymous;
 // hand the fd to another process by inheritance or SCM_RIGHTS) and MmapFile
 // (a regular file; survives the processes) all map MAP_SHARED. Close unmaps
-// and closes; Destroy also removes the name. A CUDA backend exists only
-// with -tags cuda and is a placeholder until the GPU tier is built.
+// and closes; Destroy also removes the name. GPU memory is a tier kind
+// of the buffer pool (bufferpool/tier, cuda.go behind -tags cuda), not a
+// backend here.
 //
 // # Allocator
 //

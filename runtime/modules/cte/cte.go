@@ -37,6 +37,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/runtime"
 )
@@ -63,6 +65,7 @@ func New(pool *bufferpool.Pool) *Module {
 		{MOpenWith, m.openWith}, {MChmod, m.chmod}, {MBucketStat, m.bucketStat}, {MQuery, m.query},
 		{MPutWith, m.putWith}, {MPutVersion, m.putVersion}, {MGetVersion, m.getVersion},
 		{MListVersions, m.listVersions},
+		{MSetCompress, m.setCompress},
 	}
 	return m
 }
@@ -91,6 +94,11 @@ func wrap(err error) error {
 		return fmt.Errorf("%w: %w", runtime.ErrPermission, err)
 	case errors.Is(err, bufferpool.ErrBusy):
 		return fmt.Errorf("%w: %w", runtime.ErrTooBusy, err)
+	case errors.Is(err, bufferpool.ErrCorrupt):
+		// The pool counts it (TierStats.ChecksumErrors); the one log line
+		// names the bucket, the blob and the bytes.
+		logrus.WithField("module", Name).Errorf("%v: the read fails", err)
+		return fmt.Errorf("%w: %w", runtime.ErrCorrupt, err)
 	}
 	return err
 }
@@ -479,6 +487,21 @@ func (m *Module) deleteTag(_ context.Context, t *runtime.Task) (runtime.Result, 
 		return runtime.Result{}, err
 	}
 	return runtime.Result{}, wrap(b.DeleteTag(name, k))
+}
+
+// setCompress sets the codec the bucket's blobs get when they move to a
+// slower tier (bufferpool.Codecs; "" or "none": none).
+func (m *Module) setCompress(_ context.Context, t *runtime.Task) (runtime.Result, error) {
+	r := runtime.NewArgReader(t.Args)
+	b, err := m.bucket(t, r, needWrite)
+	if err != nil {
+		return runtime.Result{}, err
+	}
+	codec := r.String(16)
+	if err := r.Done(); err != nil {
+		return runtime.Result{}, err
+	}
+	return runtime.Result{}, wrap(b.SetCompress(codec))
 }
 
 // readable reports whether b is a named bucket the caller may read.

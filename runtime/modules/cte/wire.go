@@ -32,6 +32,7 @@ const (
 	MPutVersion   = "put_version"   // (ref, blob, u32 flags) In: data → Value: version
 	MGetVersion   = "get_version"   // (ref, blob, u64 version) Out: data; ErrShortBuffer: Value = size
 	MListVersions = "list_versions" // (ref, blob) Out: u32 n, n × VersionInfo
+	MSetCompress  = "set_compress"  // (ref, codec): codec of blobs moving to slower tiers
 )
 
 // Put flags (put_with, put_version).
