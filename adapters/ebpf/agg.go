@@ -147,6 +147,9 @@ type Aggregator struct {
 	// Timeline, when set, keeps every call attributed to a file, for
 	// the picture (Timeline.WriteHTML).
 	Timeline *Timeline
+	// forks are the children the kernel's fork records named: their
+	// fds were copied then, not at the fork syscall's return.
+	forks map[int]bool
 }
 
 // ProcStats is what one process did.
@@ -159,7 +162,7 @@ type ProcStats struct {
 // NewAggregator returns an empty aggregator.
 func NewAggregator() *Aggregator {
 	return &Aggregator{files: map[string]*FileStats{}, fds: map[[2]int]*fdState{}, cwd: map[int]string{},
-		Calls: map[string]int64{}, Procs: map[int]*ProcStats{}}
+		Calls: map[string]int64{}, Procs: map[int]*ProcStats{}, forks: map[int]bool{}}
 }
 
 // Files returns the files, most bytes first.
@@ -253,16 +256,35 @@ func (a *Aggregator) fd(pid, fd int, placeholder bool) *fdState {
 	return st
 }
 
+func (a *Aggregator) proc(pid int) *ProcStats {
+	ps := a.Procs[pid]
+	if ps == nil {
+		ps = &ProcStats{Pid: pid}
+		a.Procs[pid] = ps
+	}
+	return ps
+}
+
 // Add accounts one event.
 func (a *Aggregator) Add(e Event) {
-	a.Calls[e.Call.Name]++
-	ps := a.Procs[e.Pid]
-	if ps == nil {
-		ps = &ProcStats{Pid: e.Pid}
-		a.Procs[e.Pid] = ps
-	}
-	ps.Calls++
 	fd := int(int32(e.Args[0]))
+	switch {
+	case e.Fork:
+		a.forks[int(e.Ret)] = true
+		a.forked(e.Pid, int(e.Ret))
+		return
+	case e.Counts != nil:
+		a.counted(e, fd)
+		return
+	case e.Sample:
+		if st := a.fd(e.Pid, fd, true); st != nil {
+			a.touch(st.file, e)
+		}
+		return
+	}
+	a.Calls[e.Call.Name]++
+	ps := a.proc(e.Pid)
+	ps.Calls++
 	switch e.Call.Kind {
 	case KindOpen:
 		if e.Ret < 0 {
@@ -292,7 +314,7 @@ func (a *Aggregator) Add(e Event) {
 	case KindCopy:
 		a.copied(e, ps)
 	case KindFork:
-		if e.Ret > 0 {
+		if e.Ret > 0 && !a.forks[int(e.Ret)] {
 			a.forked(e.Pid, int(e.Ret))
 		}
 	case KindSeek:
@@ -354,9 +376,15 @@ func (a *Aggregator) access(e Event, fd int, ps *ProcStats) {
 	if positioned && (e.Call.Name == "preadv2" || e.Call.Name == "pwritev2") && int64(e.Args[3]) == -1 {
 		positioned = false // offset -1: at (and moving) the file position
 	}
-	if positioned {
+	switch {
+	case e.Off >= 0: // the kernel's
+		off = e.Off
+		if !positioned {
+			st.pos = off + n
+		}
+	case positioned:
 		off = int64(e.Args[3])
-	} else {
+	default:
 		st.pos += n
 	}
 	a.touch(f, e)
@@ -394,6 +422,58 @@ func (d direction) count(off, n int64, lat time.Duration) {
 	}
 	*d.last = off + n - 1
 	*d.maxEnd = max(*d.maxEnd, off+n)
+}
+
+// counted adds a Counts record of the kernel (pid's reads and writes on
+// fd) to the fd's file. The kernel keeps the previous offset per fd, not
+// per file as Darshan does: a file read through two fds at once counts
+// its sequential accesses per fd.
+func (a *Aggregator) counted(e Event, fd int) {
+	c := e.Counts
+	st := a.fd(e.Pid, fd, true)
+	if st == nil {
+		return
+	}
+	f, ps := st.file, a.proc(e.Pid)
+	var calls [2]int64
+	for i, n := range c.Calls {
+		if n > 0 {
+			a.Calls[RWSyscalls[i]] += n
+			calls[i/5] += n
+		}
+	}
+	ps.Calls += calls[0] + calls[1]
+	ps.BytesRead += c.Bytes[0]
+	ps.BytesWritten += c.Bytes[1]
+	f.Reads += calls[0]
+	f.Writes += calls[1]
+	f.BytesRead += c.Bytes[0]
+	f.BytesWritten += c.Bytes[1]
+	f.SeqReads += c.Seq[0]
+	f.SeqWrites += c.Seq[1]
+	f.ConsecReads += c.Consec[0]
+	f.ConsecWrite += c.Consec[1]
+	f.ReadTime += c.Time[0]
+	f.WriteTime += c.Time[1]
+	for b := range f.ReadSizes {
+		f.ReadSizes[b] += c.Sizes[0][b]
+		f.WriteSizes[b] += c.Sizes[1][b]
+	}
+	f.MaxReadEnd = max(f.MaxReadEnd, c.MaxEnd[0])
+	f.MaxWriteEnd = max(f.MaxWriteEnd, c.MaxEnd[1])
+	if calls[0] > 0 {
+		f.lastRead = c.LastOff[0]
+	}
+	if calls[1] > 0 {
+		f.lastWrite = c.LastOff[1]
+	}
+	if calls[0]+calls[1] > 0 {
+		f.Pids[e.Pid] = true
+		if f.First == 0 || c.First < f.First {
+			f.First = c.First
+		}
+		f.Last = max(f.Last, c.Last)
+	}
 }
 
 // copied accounts copy_file_range(in, off_in, out, off_out, len) and

@@ -31,9 +31,10 @@ func CgroupRoot() (string, error) {
 
 // Run starts cmd in a cgroup of its own (so that it and every process it
 // starts are traced, and nothing else), calls fn with each event until it
-// exits and the last events are read, and returns cmd's Wait error. The
-// tracer is attached before cmd starts, so its first call is seen.
-func Run(cmd *exec.Cmd, fn func(Event)) (err error) {
+// exits and the last events and the kernel's counts are read, and returns
+// cmd's Wait error. The tracer is attached before cmd starts, so its
+// first call is seen. Of opt, only Every counts.
+func Run(cmd *exec.Cmd, opt Options, fn func(Event)) (err error) {
 	root, err := CgroupRoot()
 	if err != nil {
 		return err
@@ -52,7 +53,7 @@ func Run(cmd *exec.Cmd, fn func(Event)) (err error) {
 		return err
 	}
 	defer cg.Close()
-	t, err := Open(Options{Cgroup: dir})
+	t, err := Open(Options{Cgroup: dir, Every: opt.Every})
 	if err != nil {
 		return err
 	}
@@ -89,7 +90,7 @@ func Run(cmd *exec.Cmd, fn func(Event)) (err error) {
 			return err
 		}
 		if exited {
-			return werr
+			return errors.Join(t.Flush(fn), werr)
 		}
 		select {
 		case werr = <-done:

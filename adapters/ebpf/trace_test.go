@@ -54,7 +54,7 @@ func traceRun(t *testing.T, argv ...string) *Aggregator {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := Run(cmd, a.Add); err != nil {
+	if err := Run(cmd, Options{}, a.Add); err != nil {
 		t.Fatalf("%v: %v\n%s", argv, err, out.String())
 	}
 	return a
@@ -237,6 +237,9 @@ func TestTracePids(t *testing.T) {
 		}
 		a.Add(e)
 	}
+	if err := tr.Flush(a.Add); err != nil {
+		t.Fatal(err)
+	}
 	if f := fileOf(t, a, mine); f.Writes != 10 || f.BytesWritten != 40960 {
 		t.Fatalf("the traced process: %+v", f)
 	}
@@ -262,7 +265,7 @@ func TestTraceHTML(t *testing.T) {
 	a := NewAggregator()
 	a.Timeline = NewTimeline()
 	cmd := exec.Command("dd", "if=/dev/zero", "of="+out, "bs=64k", "count=64")
-	if err := Run(cmd, a.Add); err != nil {
+	if err := Run(cmd, Options{}, a.Add); err != nil {
 		t.Fatal(err)
 	}
 	page := filepath.Join(dir, "t.html")

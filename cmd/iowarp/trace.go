@@ -100,7 +100,7 @@ func runTrace(f *traceFlags, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-		runErr = ebpf.Run(cmd, on)
+		runErr = ebpf.Run(cmd, ebpf.Options{Every: f.output != ""}, on)
 		var exit *exec.ExitError
 		if runErr != nil && !errors.As(runErr, &exit) {
 			closeSink()
@@ -137,7 +137,7 @@ func runTrace(f *traceFlags, args []string, stdout, stderr io.Writer) error {
 
 // traceAttached traces --pid or --cgroup until --duration or a signal.
 func traceAttached(f *traceFlags, on func(ebpf.Event)) error {
-	t, err := ebpf.Open(ebpf.Options{Cgroup: f.cgroup, Pids: f.pids})
+	t, err := ebpf.Open(ebpf.Options{Cgroup: f.cgroup, Pids: f.pids, Every: f.output != ""})
 	if err != nil {
 		return err
 	}
@@ -149,26 +149,35 @@ func traceAttached(f *traceFlags, on func(ebpf.Event)) error {
 	if f.duration > 0 {
 		stop = time.After(f.duration)
 	}
-	for {
+	var drainUntil time.Time // once stopping: read what is queued, for at most a second
+	for done := false; ; {
 		t.SetDeadline(time.Now().Add(100 * time.Millisecond))
 		e, err := t.Read()
 		if err == nil {
 			on(e)
-			continue
+			if !done || time.Now().Before(drainUntil) {
+				continue
+			}
+			return t.Flush(on)
 		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
+		if done {
+			// The ring is read to the end: the kernel's counts last.
+			return t.Flush(on)
+		}
 		select {
 		case <-sig:
-			return nil
+			done = true
 		case <-stop:
-			return nil
+			done = true
 		default:
 		}
 		if len(f.pids) > 0 && !anyAlive(f.pids) {
-			return nil
+			done = true
 		}
+		drainUntil = time.Now().Add(time.Second)
 	}
 }
 
@@ -201,7 +210,7 @@ func eventSink(path string) (func(ebpf.Event), func() error, error) {
 	enc := json.NewEncoder(out)
 	var werr error
 	sink := func(e ebpf.Event) {
-		if werr == nil {
+		if werr == nil && e.Call.Name != "" { // a syscall, not a record of the kernel's
 			werr = enc.Encode(traceEvent{T: e.Time.Seconds(), Latency: float64(e.Latency) / 1e3, Pid: e.Pid, Tid: e.Tid,
 				Call: e.Call.Name, Ret: e.Ret, Args: e.Args[:], Path: e.Path})
 		}
