@@ -75,11 +75,12 @@ type tracePathbuf struct {
 }
 
 type traceStart struct {
-	_    structs.HostLayout
-	Ts   uint64
-	Nr   uint32
-	Busy uint32
-	Args [5]uint64
+	_     structs.HostLayout
+	Ts    uint64
+	Nr    uint32
+	W     uint32
+	Busy  uint32
+	Every uint32
 }
 
 // Names of all BPF objects in the ELF.

@@ -5,8 +5,9 @@
 // The I/O tracer's kernel side: BTF-typed tracepoints (tp_btf) on
 // sys_enter/sys_exit, filtered in the kernel to the traced cgroup (or set
 // of processes) and to the I/O syscalls userspace marked in `wanted`. At
-// entry the arguments (and a path argument, read from user memory) are
-// kept in the thread's task storage; at exit:
+// entry the time (and a path argument, read from user memory) is kept in
+// the thread's task storage, whose presence also caches the filter's
+// verdict; at exit, with the arguments read from the saved registers:
 //
 //   - a successful read or write (read, pread64, readv, preadv, preadv2
 //     and the writes) is counted in the kernel, per process and fd
@@ -94,8 +95,9 @@ struct config {
 struct start {
 	__u64 ts;
 	__u32 nr;
-	__u32 busy; // a call is in progress
-	__u64 args[5];
+	__u32 w;     // wanted[nr]
+	__u32 busy;  // a call is in progress
+	__u32 every; // config.every, when the task was first traced
 };
 
 struct pathbuf {
@@ -261,26 +263,30 @@ int sys_enter(__u64 *ctx) {
 	__u32 *w = bpf_map_lookup_elem(&wanted, &nr);
 	if (!w || !*w)
 		return 0;
-	struct config *c = config();
-	if (!c || !traced(c))
-		return 0;
+	// A task with storage passed the filter at its first traced call
+	// (and stays traced: a traced cgroup's processes do not leave it, a
+	// traced process's children are traced too); the others pay the
+	// filter at each call.
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct start *s = bpf_task_storage_get(&starts, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	struct start *s = bpf_task_storage_get(&starts, task, 0, 0);
 	if (!s) {
-		count_drop(1);
-		return 0;
+		struct config *c = config();
+		if (!c || !traced(c))
+			return 0;
+		s = bpf_task_storage_get(&starts, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!s) {
+			count_drop(1);
+			return 0;
+		}
+		s->every = c->every;
 	}
-	struct pt_regs *r = (struct pt_regs *)ctx[0];
 	s->nr = nr;
-	s->args[0] = r->di;
-	s->args[1] = r->si;
-	s->args[2] = r->dx;
-	s->args[3] = r->r10;
-	s->args[4] = r->r8;
+	s->w = *w;
 	if (*w & (W_PATH0 | W_PATH1)) {
 		struct pathbuf *pb = bpf_task_storage_get(&paths, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (pb) {
-			const void *up = (const void *)((*w & W_PATH0) ? s->args[0] : s->args[1]);
+			struct pt_regs *r = (struct pt_regs *)ctx[0];
+			const void *up = (const void *)((*w & W_PATH0) ? r->di : r->si);
 			pb->valid = bpf_probe_read_user_str(pb->path, sizeof pb->path, up) > 0;
 		}
 	}
@@ -339,12 +345,12 @@ static __always_inline __s64 file_pos(struct task_struct *task, __s32 fd) {
 
 // count accounts a successful read or write in fdagg; 0 if it could not
 // (the map is full), and whether a timeline sample is due in *sample.
-static __always_inline int count(struct start *s, __u32 w, __u32 pid, __s64 ret, __s64 off, __u64 now, int *sample) {
+static __always_inline int count(struct start *s, __u64 *args, __u32 w, __u32 pid, __s64 ret, __s64 off, __u64 now, int *sample) {
 	__u32 i = ((w >> W_RW_SHIFT) & 15) - 1;
 	if (i >= NRW)
 		return 0;
 	__u32 d = i >= 5;
-	struct fdkey k = {.pid = pid, .fd = (__s32)s->args[0]};
+	struct fdkey k = {.pid = pid, .fd = (__s32)args[0]};
 	struct agg *a = bpf_map_lookup_elem(&fdagg, &k);
 	if (!a) {
 		__u32 zero = 0;
@@ -388,14 +394,11 @@ int sys_exit(__u64 *ctx) {
 	if (!s || !s->busy)
 		return 0;
 	s->busy = 0;
-	__u32 nr = s->nr;
-	if (nr >= MAX_SYSCALL)
-		return 0;
-	__u32 *wp = bpf_map_lookup_elem(&wanted, &nr);
-	struct config *c = config();
-	if (!wp || !c)
-		return 0;
-	__u32 w = *wp;
+	__u32 nr = s->nr, w = s->w;
+	// The argument registers are as the call found them (the kernel
+	// saved them at entry and changes only ax and ip after the exit).
+	struct pt_regs *r = (struct pt_regs *)ctx[0];
+	__u64 args[5] = {r->di, r->si, r->dx, r->r10, r->r8};
 	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32;
@@ -404,13 +407,13 @@ int sys_exit(__u64 *ctx) {
 	int sample = 1;
 	if ((w >> W_RW_SHIFT) & 15) {
 		if (ret >= 0) {
-			if ((w & W_POSITIONED) && (__s64)s->args[3] != -1)
-				off = s->args[3];
-			else if ((off = file_pos(task, (__s32)s->args[0])) >= 0)
+			if ((w & W_POSITIONED) && (__s64)args[3] != -1)
+				off = args[3];
+			else if ((off = file_pos(task, (__s32)args[0])) >= 0)
 				off -= ret;
 		}
-		if (ret >= 0 && !c->every) {
-			if (count(s, w, pid, ret, off, now, &sample)) {
+		if (ret >= 0 && !s->every) {
+			if (count(s, args, w, pid, ret, off, now, &sample)) {
 				if (!sample)
 					return 0;
 			} else {
@@ -425,8 +428,8 @@ int sys_exit(__u64 *ctx) {
 		if ((w & W_FLUSH_RET) && ret >= 0)
 			flush(pid, (__s32)ret);
 		if (w & W_FLUSH_ARG0)
-			flush(pid, (__s32)s->args[0]);
-		if ((w & W_FLUSH_DUP) && ret >= 0 && (__s32)s->args[0] != (__s32)ret)
+			flush(pid, (__s32)args[0]);
+		if ((w & W_FLUSH_DUP) && ret >= 0 && (__s32)args[0] != (__s32)ret)
 			flush(pid, (__s32)ret);
 	}
 	struct pathbuf *pb = 0;
@@ -452,7 +455,7 @@ int sys_exit(__u64 *ctx) {
 	e->ret = ret;
 	e->off = off;
 	for (int i = 0; i < 5; i++)
-		e->args[i] = s->args[i];
+		e->args[i] = args[i];
 	e->flags = (with_path ? F_PATH : 0) | (sample ? F_SAMPLE : 0);
 	if (with_path) {
 		__builtin_memcpy(((struct path_event *)e)->path, pb->path, PATH_MAX_EV);
