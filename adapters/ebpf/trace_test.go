@@ -193,9 +193,6 @@ func TestTraceGo(t *testing.T) {
 
 // TestTracePids: tracing a process sees its I/O (here dd, exec'd in the
 // traced process) and no other process's, even at the same time.
-// (Children are followed from the fork's return in the parent: a vfork
-// child's first calls can come before it and be missed; `trace -- CMD`
-// and --cgroup have no such gap.)
 func TestTracePids(t *testing.T) {
 	needBPF(t)
 	dir := t.TempDir()
@@ -248,6 +245,88 @@ func TestTracePids(t *testing.T) {
 	}
 	if ev, _ := tr.Dropped(); ev != 0 {
 		t.Errorf("%d events dropped", ev)
+	}
+}
+
+// spawnProg waits for a line on stdin, then posix_spawns dd with its
+// stdout opened on argv[1] by the spawn's file actions: glibc runs them
+// in a vfork child (CLONE_VM|CLONE_VFORK), before exec and while the
+// parent waits in clone, so the open is the child's first traced call.
+const spawnProg = `#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern char **environ;
+int main(int argc, char **argv) {
+	char line[16];
+	if (!fgets(line, sizeof line, stdin)) return 1;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	char *dd[] = {"dd", "if=/dev/zero", "bs=4k", "count=64", "status=none", 0};
+	pid_t pid;
+	if (posix_spawnp(&pid, "dd", &fa, 0, dd, environ)) return 2;
+	int st;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 3;
+}
+`
+
+// TestTracePidsVforkChild: with --pid, a vfork child is traced from its
+// first call: the open its spawn made before exec (while the parent
+// waited in clone, whose return the tracer would otherwise follow it
+// from) and all the writes dd then made on it.
+func TestTracePidsVforkChild(t *testing.T) {
+	needBPF(t)
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "spawn.c"), filepath.Join(dir, "spawn")
+	os.WriteFile(src, []byte(spawnProg), 0o644)
+	if out, err := exec.Command("cc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v\n%s", err, out)
+	}
+	out := filepath.Join(dir, "out")
+	p := exec.Command(bin, out)
+	in, err := p.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Open(Options{Pids: []int{p.Process.Pid}})
+	if err != nil {
+		p.Process.Kill()
+		p.Wait()
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	in.Write([]byte("go\n"))
+	in.Close()
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAggregator()
+	for {
+		tr.SetDeadline(time.Now().Add(200 * time.Millisecond))
+		e, err := tr.Read()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Add(e)
+	}
+	if err := tr.Flush(a.Add); err != nil {
+		t.Fatal(err)
+	}
+	f := fileOf(t, a, out)
+	if f.Opens != 1 || f.Writes != 64 || f.BytesWritten != 64*4096 || f.SeqWrites != 63 {
+		t.Fatalf("the spawned child's file: %+v", f)
+	}
+	if len(f.Pids) != 1 || f.Pids[p.Process.Pid] {
+		t.Fatalf("written by %v, want the child alone (parent %d)", f.Pids, p.Process.Pid)
 	}
 }
 
