@@ -60,12 +60,12 @@ func writePoolSide(w io.Writer, a *ebpf.Aggregator, before, after poolSide) erro
 		}
 		if rows == 0 {
 			fmt.Fprintln(tw, "pool side (iowarp mounts), same interval:")
-			fmt.Fprintln(tw, "hits\tmisses\tread via daemon\twritten via daemon\tstaged in\twritten back\t  file")
+			fmt.Fprintln(tw, "hits\tRAM\tfile tier\tmisses\tread via daemon\twritten via daemon\tstaged in (reads)\twritten back\t  file")
 		}
 		rows++
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t  %s\n", d.Hits, d.Misses, units.FormatSize(int64(d.BytesRead)),
-			units.FormatSize(int64(d.BytesWritten)), units.FormatSize(int64(d.StagedBytes)),
-			units.FormatSize(int64(d.WrittenBack)), f.Path)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s (%d)\t%s\t  %s\n", d.Hits, d.RAMHits, d.FileHits, d.Misses,
+			units.FormatSize(int64(d.BytesRead)), units.FormatSize(int64(d.BytesWritten)),
+			units.FormatSize(int64(d.StagedBytes)), d.StageReads, units.FormatSize(int64(d.WrittenBack)), f.Path)
 	}
 	if rows > 0 {
 		return tw.Flush()
