@@ -332,7 +332,8 @@ func TestTracePidsVforkChild(t *testing.T) {
 
 // TestTraceHTML: the timeline page of a trace renders in headless
 // Chromium (no network, nothing fetched) with a row for the written file
-// holding write marks, and the per-file table.
+// holding write marks, the tiers' use over the trace, and the per-file
+// table.
 func TestTraceHTML(t *testing.T) {
 	needBPF(t)
 	chrome, err := exec.LookPath("chromium")
@@ -346,6 +347,12 @@ func TestTraceHTML(t *testing.T) {
 	cmd := exec.Command("dd", "if=/dev/zero", "of="+out, "bs=64k", "count=64")
 	if err := Run(cmd, Options{}, a.Add); err != nil {
 		t.Fatal(err)
+	}
+	// Tier use as `iowarp trace --html` samples it from the daemons.
+	t0 := Now()
+	for i, used := range []int64{1 << 20, 3 << 20, 2 << 20} {
+		a.Timeline.AddTiers(TierSample{Time: t0 + time.Duration(i)*time.Millisecond, Mount: "/mnt/<w>",
+			Tiers: []TierUse{{Name: "ram", Kind: "ram", Used: used, Capacity: 4 << 20}, {Name: "nvme", Kind: "file", Capacity: 1 << 30}}})
 	}
 	page := filepath.Join(dir, "t.html")
 	f, err := os.Create(page)
@@ -371,6 +378,20 @@ func TestTraceHTML(t *testing.T) {
 	g = g[:strings.Index(g, "</g>")]
 	if strings.Count(g, `class="write"`) == 0 {
 		t.Fatalf("the row of %s has no write marks: %.500s", out, g)
+	}
+	for _, tier := range []string{`data-tier="ram" data-kind="ram" data-samples="3"`, `data-tier="nvme" data-kind="file" data-samples="3"`} {
+		j := strings.Index(d, `<g class="tier" data-mount="/mnt/&lt;w&gt;" `+tier)
+		if j < 0 {
+			t.Fatalf("no tier row %s in the page:\n%.3000s", tier, d[strings.Index(d, "<svg"):])
+		}
+		g := d[j:]
+		g = g[:strings.Index(g, "</g>")]
+		if !strings.Contains(g, "<polyline") || strings.Count(g, ",") < 3 {
+			t.Fatalf("tier row without its line: %s", g)
+		}
+	}
+	if !strings.Contains(d, "ram: 2MiB of 4MiB") {
+		t.Error("the ram tier's label does not say its last use")
 	}
 	if !strings.Contains(d, "<title>dd &lt;test&gt; &amp; co</title>") {
 		t.Error("title not escaped")

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -44,9 +45,12 @@ filtered in the kernel. It sees every program: static binaries, Go, and
 fortified libc calls, which the LD_PRELOAD shim cannot. At the end it
 prints a table per file: bytes, calls, sequential fraction, time in I/O.
 
---output writes every event as a JSON line; --darshan writes the POSIX
-counters in darshan-parser's text layout; --html draws a timeline of the
-calls per process and file (one page, nothing fetched). Needs root.`,
+--output writes every event as a JSON line (then every call goes to user
+space; without it the kernel counts reads and writes per process and fd
+itself and sends a sample of them for the timeline); --darshan writes the
+POSIX counters in darshan-parser's text layout; --html draws a timeline
+of the calls per process and file, with the iowarp daemons' tier use
+sampled every 100ms under them (one page, nothing fetched). Needs root.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTrace(&f, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -91,6 +95,13 @@ func runTrace(f *traceFlags, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	before := snapshotPools(f.ctlDir)
+	var tiers <-chan []ebpf.TierSample
+	stopTiers := make(chan struct{})
+	stopSampling := sync.OnceFunc(func() { close(stopTiers) })
+	defer stopSampling()
+	if f.html != "" {
+		tiers = sampleTiers(f.ctlDir, tierInterval, stopTiers)
+	}
 	start := time.Now()
 	on := func(e ebpf.Event) {
 		agg.Add(e)
@@ -111,6 +122,12 @@ func runTrace(f *traceFlags, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	end := time.Now()
+	stopSampling()
+	if tiers != nil {
+		for _, s := range <-tiers {
+			agg.Timeline.AddTiers(s)
+		}
+	}
 	after := snapshotPools(f.ctlDir)
 	if err := closeSink(); err != nil {
 		return err
