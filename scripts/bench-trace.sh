@@ -5,8 +5,11 @@
 # fio thread's CPU time per read (user + system: the kernel-side tracing
 # runs in the traced thread, so the difference is the tracer's cost per
 # syscall, in ns, and waiting for a CPU on a loaded machine does not
-# enter it). Part of `make bench`. EVERY=1: with --output (every call an
-# event to user space, nothing counted in the kernel).
+# enter it). A third leg runs fio untraced while a trace of another
+# process is attached: what the tracepoints cost every process on the
+# machine (the programs run and filter it out), the floor under the
+# traced figure. Part of `make bench`. EVERY=1: with --output (every call
+# an event to user space, nothing counted in the kernel).
 set -euo pipefail
 BIN=${BIN:-bin/iowarp}
 RUNTIME=${RUNTIME:-2}
@@ -38,17 +41,30 @@ cpu = (j["usr_cpu"] + j["sys_cpu"]) / 100 * j["job_runtime"] * 1e6
 print("%d %.0f" % (j["read"]["iops"], cpu / ios))' "$dir/out.json"
 }
 run incg >/dev/null # lay out the file
+# attached CMD...: CMD while `iowarp trace` traces an idle process.
+attached() {
+	sleep 600 &
+	local idle=$!
+	"$BIN" trace --pid "$idle" --duration 600s >/dev/null 2>&1 &
+	local tracer=$!
+	sleep 1 # loaded and attached
+	"$@"
+	kill "$tracer" "$idle" 2>/dev/null || true
+	wait "$tracer" "$idle" 2>/dev/null || true
+}
 sum=""
 for _ in $(seq "$REPS"); do
 	read -r pi pc < <(run incg)
+	read -r ai ac < <(attached run incg)
 	read -r ti tc < <(run "${traced[@]}" --)
-	echo "fio 4k randread tmpfs: untraced $pi IOPS ($pc ns CPU/read), traced $ti IOPS ($tc ns CPU/read)"
-	sum="$sum $pi $pc $ti $tc"
+	echo "fio 4k randread tmpfs: untraced $pi IOPS ($pc ns CPU/read), another process traced $ai ($ac), traced $ti ($tc)"
+	sum="$sum $pi $pc $ai $ac $ti $tc"
 done
 /usr/bin/python3 -c '
 import sys
 v = [float(x) for x in sys.argv[2:]]
-pi, pc, ti, tc = (sum(v[i::4]) for i in range(4))
-n = len(v) // 4
-print("trace overhead: traced/untraced IOPS = %.2fx, CPU per read %.2fx, %.0f ns per traced syscall (%d pairs, load %s)"
-      % (ti / pi, tc / pc, (tc - pc) / n, n, sys.argv[1]))' "$(cut -d' ' -f1 /proc/loadavg)" $sum
+pi, pc, ai, ac, ti, tc = (sum(v[i::6]) for i in range(6))
+n = len(v) // 6
+print("trace overhead: traced/untraced IOPS = %.2fx, CPU per read %.2fx: %.0f ns per traced syscall, of which %.0f ns "
+      "the tracepoints cost any process while a trace runs (IOPS %.2fx, CPU %.2fx) (%d runs each, load %s)"
+      % (ti / pi, tc / pc, (tc - pc) / n, (ac - pc) / n, ai / pi, ac / pc, n, sys.argv[1]))' "$(cut -d' ' -f1 /proc/loadavg)" $sum
