@@ -426,8 +426,9 @@ func (d direction) count(off, n int64, lat time.Duration) {
 
 // counted adds a Counts record of the kernel (pid's reads and writes on
 // fd) to the fd's file. The kernel keeps the previous offset per fd, not
-// per file as Darshan does: a file read through two fds at once counts
-// its sequential accesses per fd.
+// per file as Darshan does: the record's first access is judged again
+// against the file's previous one, but a file accessed through two fds
+// at once counts its sequential accesses per fd.
 func (a *Aggregator) counted(e Event, fd int) {
 	c := e.Counts
 	st := a.fd(e.Pid, fd, true)
@@ -449,10 +450,10 @@ func (a *Aggregator) counted(e Event, fd int) {
 	f.Writes += calls[1]
 	f.BytesRead += c.Bytes[0]
 	f.BytesWritten += c.Bytes[1]
-	f.SeqReads += c.Seq[0]
-	f.SeqWrites += c.Seq[1]
-	f.ConsecReads += c.Consec[0]
-	f.ConsecWrite += c.Consec[1]
+	f.SeqReads += c.Seq[0] + rejudge(c.FirstOff[0], f.lastRead, false)
+	f.SeqWrites += c.Seq[1] + rejudge(c.FirstOff[1], f.lastWrite, false)
+	f.ConsecReads += c.Consec[0] + rejudge(c.FirstOff[0], f.lastRead, true)
+	f.ConsecWrite += c.Consec[1] + rejudge(c.FirstOff[1], f.lastWrite, true)
 	f.ReadTime += c.Time[0]
 	f.WriteTime += c.Time[1]
 	for b := range f.ReadSizes {
@@ -474,6 +475,27 @@ func (a *Aggregator) counted(e Event, fd int) {
 		}
 		f.Last = max(f.Last, c.Last)
 	}
+}
+
+// rejudge corrects the kernel's verdict on a record's first access
+// (offset firstOff-1, judged against an fd with no previous access: last
+// byte 0) to Darshan's against the file's previous access (last): +1, 0
+// or -1 to the sequential count, or with consec to the consecutive one.
+func rejudge(firstOff, last int64, consec bool) int64 {
+	if firstOff <= 0 {
+		return 0
+	}
+	off := firstOff - 1
+	b := func(v bool) int64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	if consec {
+		return b(off == last+1) - b(off == 1)
+	}
+	return b(off > last) - b(off > 0)
 }
 
 // copied accounts copy_file_range(in, off_in, out, off_out, len) and

@@ -14,18 +14,19 @@ import (
 )
 
 type traceAgg struct {
-	_       structs.HostLayout
-	Calls   [10]uint64
-	Bytes   [2]uint64
-	Seq     [2]uint64
-	Consec  [2]uint64
-	Time    [2]uint64
-	Sizes   [2][10]uint64
-	Last    [2]int64
-	MaxEnd  [2]int64
-	First   uint64
-	End     uint64
-	Sampled uint64
+	_        structs.HostLayout
+	Calls    [10]uint64
+	Bytes    [2]uint64
+	Seq      [2]uint64
+	Consec   [2]uint64
+	Time     [2]uint64
+	Sizes    [2][10]uint64
+	Last     [2]int64
+	MaxEnd   [2]int64
+	FirstOff [2]int64
+	First    uint64
+	End      uint64
+	Sampled  uint64
 }
 
 type traceAggEvent struct {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -50,11 +51,16 @@ func needBPF(t *testing.T) {
 // traceRun runs argv traced and returns the aggregate.
 func traceRun(t *testing.T, argv ...string) *Aggregator {
 	t.Helper()
+	return traceRunWith(t, Options{}, argv...)
+}
+
+func traceRunWith(t *testing.T, opt Options, argv ...string) *Aggregator {
+	t.Helper()
 	a := NewAggregator()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := Run(cmd, Options{}, a.Add); err != nil {
+	if err := Run(cmd, opt, a.Add); err != nil {
 		t.Fatalf("%v: %v\n%s", argv, err, out.String())
 	}
 	return a
@@ -136,6 +142,75 @@ func TestTraceStatic(t *testing.T) {
 	}
 	if f.MaxWriteEnd != 1<<20+6*8192+4096 || f.WriteSizes[bucketOf(123)] != 1000 || f.WriteSizes[bucketOf(4096)] != 7 {
 		t.Fatalf("max %d sizes %v", f.MaxWriteEnd, f.WriteSizes)
+	}
+}
+
+// fdReuseProg gives fd numbers to other files: it writes 10 × 100 bytes
+// to a on fd 3, closes it, writes 20 × 200 to b, which gets fd 3 again,
+// 5 × 50 to c on fd 4, then dup2s 3 onto 4 and writes 3 × 300 through
+// 4 (to b), and reads b back with read and pread.
+const fdReuseProg = `#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	char buf[512];
+	memset(buf, 'y', sizeof buf);
+	int a = open(argv[1], O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	for (int i = 0; i < 10; i++) write(a, buf, 100);
+	close(a);
+	int b = open(argv[2], O_CREAT | O_TRUNC | O_RDWR, 0644);
+	int c = open(argv[3], O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	if (a != 3 || b != 3 || c != 4) return 1;
+	for (int i = 0; i < 20; i++) write(b, buf, 200);
+	for (int i = 0; i < 5; i++) write(c, buf, 50);
+	dup2(b, c);
+	for (int i = 0; i < 3; i++) write(c, buf, 300);
+	lseek(b, 0, SEEK_SET);
+	for (int i = 0; i < 8; i++) read(b, buf, 500);
+	for (int i = 0; i < 4; i++) pread(b, buf, 100, 1000 * i);
+	return 0;
+}
+`
+
+// TestTraceCountsInKernel: the reads and writes the kernel counts per
+// process and fd land on the file the fd named when they were made, as
+// the fd numbers pass from file to file (close and reopen, dup2 over an
+// fd with counts), and the counts equal those of the same program traced
+// with every call sent to user space (Options.Every).
+func TestTraceCountsInKernel(t *testing.T) {
+	needBPF(t)
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "p.c"), filepath.Join(dir, "p")
+	os.WriteFile(src, []byte(fdReuseProg), 0o644)
+	if out, err := exec.Command("cc", "-static", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("cc -static: %v\n%s", err, out)
+	}
+	a, b, c := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")
+	type want struct {
+		writes, written, reads, read int64
+	}
+	wants := map[string]want{a: {10, 1000, 0, 0}, b: {23, 4900, 12, 4400}, c: {5, 250, 0, 0}}
+	var stats [2]map[string]FileStats
+	for i, opt := range []Options{{}, {Every: true}} {
+		agg := traceRunWith(t, opt, bin, a, b, c)
+		stats[i] = map[string]FileStats{}
+		for p, w := range wants {
+			f := fileOf(t, agg, p)
+			if f.Writes != w.writes || f.BytesWritten != w.written || f.Reads != w.reads || f.BytesRead != w.read {
+				t.Fatalf("every=%v %s: %+v, want %+v", opt.Every, p, f, w)
+			}
+			g := *f
+			g.ReadTime, g.WriteTime, g.MetaTime, g.First, g.Last, g.Pids = 0, 0, 0, 0, 0, nil
+			stats[i][p] = g
+		}
+		if n := agg.Calls["write"]; n != 38 {
+			t.Errorf("every=%v: %d writes counted, want 38", opt.Every, n)
+		}
+	}
+	for p := range wants {
+		if !reflect.DeepEqual(stats[0][p], stats[1][p]) {
+			t.Errorf("%s counted in the kernel:\n%+v\nevery call in user space:\n%+v", p, stats[0][p], stats[1][p])
+		}
 	}
 }
 

@@ -2,9 +2,11 @@ package ebpf
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,6 +70,11 @@ type Counts struct {
 	First   time.Duration
 	Last    time.Duration
 	LastOff [2]int64 // the last access's last byte
+	// FirstOff is the first access's offset + 1 (0: none known): the
+	// kernel judged it sequential or consecutive against the fd's
+	// previous access (none: offset 0), the aggregator judges it again
+	// against the file's.
+	FirstOff [2]int64
 }
 
 // RWSyscalls are the reads and writes the kernel counts (Counts.Calls),
@@ -250,20 +257,26 @@ func (t *Tracer) Read() (Event, error) {
 // Flush passes fn a Counts record for every fd with reads or writes
 // counted in the kernel since its last record (fds still open, or closed
 // with their process), and forgets them. Call it once the events are
-// read.
+// read. The records come in the order of their first access (the order
+// the aggregator judges sequential accesses to a file across fds in).
 func (t *Tracer) Flush(fn func(Event)) error {
 	var (
 		k    traceFdkey
 		v    traceAgg
 		keys []traceFdkey
+		evs  []Event
 	)
 	it := t.objs.Fdagg.Iterate()
 	for it.Next(&k, &v) {
-		fn(Event{Pid: int(k.Pid), Args: [5]uint64{uint64(int64(k.Fd))}, Off: -1, Counts: countsOf(&v), Time: time.Duration(v.End)})
+		evs = append(evs, Event{Pid: int(k.Pid), Args: [5]uint64{uint64(int64(k.Fd))}, Off: -1, Counts: countsOf(&v), Time: time.Duration(v.End)})
 		keys = append(keys, k)
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("read the kernel's counts: %w", err)
+	}
+	slices.SortStableFunc(evs, func(a, b Event) int { return cmp.Compare(a.Counts.First, b.Counts.First) })
+	for _, e := range evs {
+		fn(e)
 	}
 	for _, k := range keys {
 		t.objs.Fdagg.Delete(k)
@@ -279,6 +292,7 @@ func countsOf(a *traceAgg) *Counts {
 	for d := range 2 {
 		c.Bytes[d], c.Seq[d], c.Consec[d] = int64(a.Bytes[d]), int64(a.Seq[d]), int64(a.Consec[d])
 		c.Time[d], c.MaxEnd[d], c.LastOff[d] = time.Duration(a.Time[d]), a.MaxEnd[d], a.Last[d]
+		c.FirstOff[d] = a.FirstOff[d]
 		for b, n := range a.Sizes[d] {
 			c.Sizes[d][b] = int64(n)
 		}

@@ -146,6 +146,7 @@ struct agg {
 	__u64 sizes[2][NBUCKETS];
 	__s64 last[2];        // the previous access's last byte (0 before the first)
 	__s64 max_end[2];     // highest offset accessed + 1
+	__s64 first_off[2];   // 1 + the first access's offset (0: none with a known offset yet)
 	__u64 first;          // start of the first call, ns
 	__u64 end;            // end of the last
 	__u64 sampled;        // time of the last F_SAMPLE event
@@ -372,6 +373,8 @@ static __always_inline int count(struct start *s, __u64 *args, __u32 w, __u32 pi
 		// The previous access's end and the highest are racy between
 		// threads of one process on one fd; the counts are not.
 		__s64 last = a->last[d];
+		if (!a->first_off[d])
+			a->first_off[d] = off + 1; // userspace judges it against the file's previous access
 		if (off > last)
 			__sync_fetch_and_add(&a->seq[d], 1);
 		if (off == last + 1)
