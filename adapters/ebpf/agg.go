@@ -148,8 +148,11 @@ type Aggregator struct {
 	// the picture (Timeline.WriteHTML).
 	Timeline *Timeline
 	// forks are the children the kernel's fork records named: their
-	// fds were copied then, not at the fork syscall's return.
-	forks map[int]bool
+	// fds were copied then, not at the fork syscall's return; parent is
+	// each one's parent, whose fd of the same number names an fd the
+	// child inherited once the child is gone from /proc.
+	forks  map[int]bool
+	parent map[int]int
 }
 
 // ProcStats is what one process did.
@@ -162,7 +165,7 @@ type ProcStats struct {
 // NewAggregator returns an empty aggregator.
 func NewAggregator() *Aggregator {
 	return &Aggregator{files: map[string]*FileStats{}, fds: map[[2]int]*fdState{}, cwd: map[int]string{},
-		Calls: map[string]int64{}, Procs: map[int]*ProcStats{}, forks: map[int]bool{}}
+		Calls: map[string]int64{}, Procs: map[int]*ProcStats{}, forks: map[int]bool{}, parent: map[int]int{}}
 }
 
 // Files returns the files, most bytes first.
@@ -244,6 +247,9 @@ func (a *Aggregator) fd(pid, fd int, placeholder bool) *fdState {
 	}
 	p, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
 	if err != nil {
+		p, err = a.inherited(pid, fd)
+	}
+	if err != nil {
 		if !placeholder {
 			return nil
 		}
@@ -265,12 +271,29 @@ func (a *Aggregator) proc(pid int) *ProcStats {
 	return ps
 }
 
+// inherited names fd of pid, gone, by its ancestors' fd of that number
+// (the one it inherited, unless the child or the parent changed it).
+func (a *Aggregator) inherited(pid, fd int) (string, error) {
+	err := os.ErrNotExist
+	for p, n := a.parent[pid], 0; p != 0 && n < 64; p, n = a.parent[p], n+1 {
+		if st := a.fds[[2]int{p, fd}]; st != nil && !st.placeholder {
+			return st.file.Path, nil
+		}
+		var path string
+		if path, err = os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", p, fd)); err == nil {
+			return path, nil
+		}
+	}
+	return "", err
+}
+
 // Add accounts one event.
 func (a *Aggregator) Add(e Event) {
 	fd := int(int32(e.Args[0]))
 	switch {
 	case e.Fork:
 		a.forks[int(e.Ret)] = true
+		a.parent[int(e.Ret)] = e.Pid
 		a.forked(e.Pid, int(e.Ret))
 		return
 	case e.Counts != nil:

@@ -65,6 +65,9 @@ func Run(cmd *exec.Cmd, opt Options, fn func(Event)) (err error) {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	// The command's fds not seen opened are this process's (stdin,
+	// stdout, stderr): its parent names them once it is gone.
+	fn(Event{Fork: true, Pid: os.Getpid(), Ret: int64(cmd.Process.Pid), Off: -1})
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var werr error

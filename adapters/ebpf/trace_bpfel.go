@@ -24,6 +24,7 @@ type traceAgg struct {
 	Last     [2]int64
 	MaxEnd   [2]int64
 	FirstOff [2]int64
+	Pos      int64
 	First    uint64
 	End      uint64
 	Sampled  uint64

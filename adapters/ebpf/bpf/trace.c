@@ -147,6 +147,7 @@ struct agg {
 	__s64 last[2];        // the previous access's last byte (0 before the first)
 	__s64 max_end[2];     // highest offset accessed + 1
 	__s64 first_off[2];   // 1 + the first access's offset (0: none with a known offset yet)
+	__s64 pos;            // the fd's position as its reads and writes moved it (files without f_pos: devices)
 	__u64 first;          // start of the first call, ns
 	__u64 end;            // end of the last
 	__u64 sampled;        // time of the last F_SAMPLE event
@@ -364,6 +365,11 @@ static __always_inline int count(struct start *s, __u64 *args, __u32 w, __u32 pi
 		a = bpf_map_lookup_elem(&fdagg, &k);
 		if (!a)
 			return 0;
+	}
+	if (!(w & W_POSITIONED) || (__s64)args[3] == -1) {
+		if (off < 0)
+			off = a->pos; // a device, whose f_pos does not move: count as Darshan would
+		a->pos = off + ret;
 	}
 	__sync_fetch_and_add(&a->calls[i], 1);
 	__sync_fetch_and_add(&a->bytes[d], ret);
