@@ -147,6 +147,9 @@ type Aggregator struct {
 	// Timeline, when set, keeps every call attributed to a file, for
 	// the picture (Timeline.WriteHTML).
 	Timeline *Timeline
+	// Block is what was issued to the block devices during the trace,
+	// by every process (the tracer's Block record).
+	Block []BlockIO
 	// forks are the children the kernel's fork records named: their
 	// fds were copied then, not at the fork syscall's return; parent is
 	// each one's parent, whose fd of the same number names an fd the
@@ -298,6 +301,9 @@ func (a *Aggregator) Add(e Event) {
 		return
 	case e.Counts != nil:
 		a.counted(e, fd)
+		return
+	case e.Block != nil:
+		a.Block = append(a.Block, e.Block...)
 		return
 	case e.Sample:
 		if st := a.fd(e.Pid, fd, true); st != nil {

@@ -22,6 +22,9 @@
 // of read and write are the file position the kernel holds (f_pos, read
 // by CO-RE), so fds inherited or opened before the trace have them too.
 //
+// Block devices: block_rq_issue counts the requests issued to each
+// device while the trace runs, by anyone (Flush's last record).
+//
 // Children: sched_process_fork adds a traced process's children to the
 // traced set before they run (a vfork child's first calls are seen) and
 // sends a fork record ahead of the child's events, which copies the

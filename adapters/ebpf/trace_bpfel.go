@@ -36,6 +36,12 @@ type traceAggEvent struct {
 	A traceAgg
 }
 
+type traceBlkio struct {
+	_        structs.HostLayout
+	Requests [3]uint64
+	Bytes    [3]uint64
+}
+
 type traceConfig struct {
 	_           structs.HostLayout
 	Mode        uint32
@@ -89,6 +95,7 @@ type traceStart struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	traceMapBlk               = "blk"
 	traceMapCfg               = "cfg"
 	traceMapDropped           = "dropped"
 	traceMapEvents            = "events"
@@ -98,10 +105,12 @@ const (
 	traceMapStarts            = "starts"
 	traceMapWanted            = "wanted"
 	traceMapZeroAgg           = "zero_agg"
+	traceProgBlockRqIssue     = "block_rq_issue"
 	traceProgSchedProcessFork = "sched_process_fork"
 	traceProgSysEnter         = "sys_enter"
 	traceProgSysExit          = "sys_exit"
 	traceVarUnusedAggEvent    = "unused_agg_event"
+	traceVarUnusedBlkio       = "unused_blkio"
 	traceVarUnusedEvent       = "unused_event"
 	traceVarUnusedPathEvent   = "unused_path_event"
 )
@@ -148,6 +157,7 @@ type traceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceProgramSpecs struct {
+	BlockRqIssue     *ebpf.ProgramSpec `ebpf:"block_rq_issue"`
 	SchedProcessFork *ebpf.ProgramSpec `ebpf:"sched_process_fork"`
 	SysEnter         *ebpf.ProgramSpec `ebpf:"sys_enter"`
 	SysExit          *ebpf.ProgramSpec `ebpf:"sys_exit"`
@@ -157,6 +167,7 @@ type traceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceMapSpecs struct {
+	Blk     *ebpf.MapSpec `ebpf:"blk"`
 	Cfg     *ebpf.MapSpec `ebpf:"cfg"`
 	Dropped *ebpf.MapSpec `ebpf:"dropped"`
 	Events  *ebpf.MapSpec `ebpf:"events"`
@@ -173,6 +184,7 @@ type traceMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceVariableSpecs struct {
 	UnusedAggEvent  *ebpf.VariableSpec `ebpf:"unused_agg_event"`
+	UnusedBlkio     *ebpf.VariableSpec `ebpf:"unused_blkio"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedPathEvent *ebpf.VariableSpec `ebpf:"unused_path_event"`
 }
@@ -197,6 +209,7 @@ func (o *traceObjects) Close() error {
 //
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type traceMaps struct {
+	Blk     *ebpf.Map `ebpf:"blk"`
 	Cfg     *ebpf.Map `ebpf:"cfg"`
 	Dropped *ebpf.Map `ebpf:"dropped"`
 	Events  *ebpf.Map `ebpf:"events"`
@@ -210,6 +223,7 @@ type traceMaps struct {
 
 func (m *traceMaps) Close() error {
 	return _TraceClose(
+		m.Blk,
 		m.Cfg,
 		m.Dropped,
 		m.Events,
@@ -227,6 +241,7 @@ func (m *traceMaps) Close() error {
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type traceVariables struct {
 	UnusedAggEvent  *ebpf.Variable `ebpf:"unused_agg_event"`
+	UnusedBlkio     *ebpf.Variable `ebpf:"unused_blkio"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 	UnusedPathEvent *ebpf.Variable `ebpf:"unused_path_event"`
 }
@@ -235,6 +250,7 @@ type traceVariables struct {
 //
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tracePrograms struct {
+	BlockRqIssue     *ebpf.Program `ebpf:"block_rq_issue"`
 	SchedProcessFork *ebpf.Program `ebpf:"sched_process_fork"`
 	SysEnter         *ebpf.Program `ebpf:"sys_enter"`
 	SysExit          *ebpf.Program `ebpf:"sys_exit"`
@@ -242,6 +258,7 @@ type tracePrograms struct {
 
 func (p *tracePrograms) Close() error {
 	return _TraceClose(
+		p.BlockRqIssue,
 		p.SchedProcessFork,
 		p.SysEnter,
 		p.SysExit,

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestGeneratedUpToDate: the committed object was built from the
@@ -102,6 +104,31 @@ func TestTraceDD(t *testing.T) {
 	if z := fileOf(t, a, "/dev/zero"); z.Reads != 256 || z.BytesRead != 1<<20 || z.SeqReads != 255 || z.ConsecReads != 255 {
 		t.Fatalf("/dev/zero: %+v", z)
 	}
+}
+
+// TestTraceBlock: the requests issued to the disk during a trace are
+// counted per device: dd writing 4 MiB with O_DIRECT to a file on a
+// block device's file system (the counts are every process's: at least
+// those).
+func TestTraceBlock(t *testing.T) {
+	needBPF(t)
+	dir := t.TempDir()
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil || unix.Major(st.Dev) == 0 {
+		t.Skipf("%s is not on a block device", dir)
+	}
+	out := filepath.Join(dir, "o")
+	a := traceRun(t, "dd", "if=/dev/zero", "of="+out, "bs=1M", "count=4", "oflag=direct")
+	dev := blockName(uint32(unix.Major(st.Dev))<<20 | uint32(unix.Minor(st.Dev)))
+	for _, b := range a.Block {
+		if b.Dev == dev {
+			if b.Bytes[1] < 4<<20 || b.Requests[1] < 1 {
+				t.Fatalf("%s: %+v, want at least 4 MiB written", dev, b)
+			}
+			return
+		}
+	}
+	t.Fatalf("no requests to %s counted: %+v", dev, a.Block)
 }
 
 // staticProg writes 1000 × 123 bytes with write, 7 pwrites of 4096 at

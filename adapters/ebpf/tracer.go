@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -55,6 +56,17 @@ type Event struct {
 	// writes counted in the kernel since the last such record of that fd
 	// (not a syscall: Call is empty).
 	Counts *Counts
+	// Block, when set, is the requests issued to each block device while
+	// the trace ran, by every process and kernel thread (the last record
+	// of Flush; not a syscall).
+	Block []BlockIO
+}
+
+// BlockIO is what was issued to one block device.
+type BlockIO struct {
+	Dev      string   // the device's name (vda, nvme0n1) or major:minor
+	Requests [3]int64 // reads, writes, other operations (flush, discard ...)
+	Bytes    [3]int64
 }
 
 // Counts is what one process did on one fd with reads and writes,
@@ -120,7 +132,8 @@ func Open(opt Options) (*Tracer, error) {
 	for _, p := range []struct {
 		name string
 		prog *ebpf.Program
-	}{{"sched_process_fork", t.objs.SchedProcessFork}, {"sys_enter", t.objs.SysEnter}, {"sys_exit", t.objs.SysExit}} {
+	}{{"sched_process_fork", t.objs.SchedProcessFork}, {"sys_enter", t.objs.SysEnter}, {"sys_exit", t.objs.SysExit},
+		{"block_rq_issue", t.objs.BlockRqIssue}} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
 		if err != nil {
 			t.Close()
@@ -256,8 +269,9 @@ func (t *Tracer) Read() (Event, error) {
 
 // Flush passes fn a Counts record for every fd with reads or writes
 // counted in the kernel since its last record (fds still open, or closed
-// with their process), and forgets them. Call it once the events are
-// read. The records come in the order of their first access (the order
+// with their process), and forgets them; then one Block record, the
+// requests issued to block devices since Open (or the last Flush). Call
+// it once the events are read. The records come in the order of their first access (the order
 // the aggregator judges sequential accesses to a file across fds in).
 func (t *Tracer) Flush(fn func(Event)) error {
 	var (
@@ -281,7 +295,53 @@ func (t *Tracer) Flush(fn func(Event)) error {
 	for _, k := range keys {
 		t.objs.Fdagg.Delete(k)
 	}
+	blk, err := t.block()
+	if err != nil {
+		return err
+	}
+	fn(Event{Block: blk, Time: Now(), Off: -1})
 	return nil
+}
+
+// block sums the per-CPU counts of the block devices, by name.
+func (t *Tracer) block() ([]BlockIO, error) {
+	var (
+		dev  uint32
+		per  []traceBlkio
+		out  []BlockIO
+		devs []uint32
+	)
+	it := t.objs.Blk.Iterate()
+	for it.Next(&dev, &per) {
+		b := BlockIO{Dev: blockName(dev)}
+		for _, c := range per {
+			for i := range 3 {
+				b.Requests[i] += int64(c.Requests[i])
+				b.Bytes[i] += int64(c.Bytes[i])
+			}
+		}
+		out = append(out, b)
+		devs = append(devs, dev)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read the block devices' counts: %w", err)
+	}
+	for _, d := range devs {
+		t.objs.Blk.Delete(d)
+	}
+	slices.SortFunc(out, func(a, b BlockIO) int { return cmp.Compare(a.Dev, b.Dev) })
+	return out, nil
+}
+
+// blockName is the name of the block device dev (the kernel's dev_t:
+// major in the high 12 bits of 32, minor in the low 20), or
+// "major:minor" where sysfs does not know it.
+func blockName(dev uint32) string {
+	mm := fmt.Sprintf("%d:%d", dev>>20, dev&(1<<20-1))
+	if p, err := os.Readlink("/sys/dev/block/" + mm); err == nil {
+		return filepath.Base(p)
+	}
+	return mm
 }
 
 func countsOf(a *traceAgg) *Counts {

@@ -24,6 +24,9 @@
 //     go out as an F_AGG record, so userspace, which joins fds to paths,
 //     counts them to the file they were made on.
 //
+// block_rq_issue counts the requests issued to each block device (by
+// any process or kernel thread) while the trace runs.
+//
 // sched_process_fork adds a traced process's children to the traced set
 // (MODE_PIDS) from their creation, before their first call, and sends an
 // F_FORK record so userspace copies the parent's fds to the child before
@@ -62,6 +65,16 @@ struct fdtable {
 
 struct files_struct {
 	struct fdtable *fdt;
+} __attribute__((preserve_access_index));
+
+struct block_device {
+	unsigned int bd_dev; // dev_t
+} __attribute__((preserve_access_index));
+
+struct request {
+	unsigned int cmd_flags; // blk_opf_t: the operation in the low 8 bits
+	unsigned int __data_len;
+	struct block_device *part;
 } __attribute__((preserve_access_index));
 
 struct task_struct {
@@ -158,10 +171,19 @@ struct agg_event {
 	struct agg a;
 };
 
+// blkio is what was issued to one block device while the trace ran (by
+// anyone: write-back and read-ahead are issued by kernel threads, not the
+// traced processes). [0] reads, [1] writes, [2] other operations.
+struct blkio {
+	__u64 requests[3];
+	__u64 bytes[3];
+};
+
 // Keep the record types in the object's BTF for bpf2go (-type ...).
 const struct event *unused_event __attribute__((unused));
 const struct path_event *unused_path_event __attribute__((unused));
 const struct agg_event *unused_agg_event __attribute__((unused));
+const struct blkio *unused_blkio __attribute__((unused));
 
 // wakeup_bytes: the consumer is woken when this much is queued; below
 // it, events are submitted without a wake-up (a wake-up per event costs
@@ -217,6 +239,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct agg);
 } zero_agg SEC(".maps");
+
+// blk[dev]: per-CPU counts of the requests issued to the device.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct blkio);
+} blk SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -504,6 +534,31 @@ int sched_process_fork(__u64 *ctx) {
 	e->off = -1;
 	e->flags = F_FORK;
 	submit(e);
+	return 0;
+}
+
+// Block requests issued to devices, counted per device.
+SEC("tp_btf/block_rq_issue")
+int block_rq_issue(__u64 *ctx) {
+	struct request *rq = (struct request *)ctx[0];
+	__u32 op = rq->cmd_flags & 0xff;
+	__u32 i = op == 0 ? 0 : op == 1 ? 1 : 2; // REQ_OP_READ, REQ_OP_WRITE
+	__u32 dev = 0;
+	struct block_device *bd = rq->part;
+	if (bd)
+		dev = BPF_CORE_READ(bd, bd_dev);
+	struct blkio *b = bpf_map_lookup_elem(&blk, &dev);
+	if (!b) {
+		struct blkio z = {};
+		bpf_map_update_elem(&blk, &dev, &z, BPF_NOEXIST);
+		b = bpf_map_lookup_elem(&blk, &dev);
+		if (!b)
+			return 0;
+	}
+	if (i < 3) {
+		b->requests[i]++;
+		b->bytes[i] += rq->__data_len;
+	}
 	return 0;
 }
 
