@@ -150,6 +150,9 @@ type Aggregator struct {
 	// Block is what was issued to the block devices during the trace,
 	// by every process (the tracer's Block record).
 	Block []BlockIO
+	// Lost is the calls the kernel could not pass on or follow: the
+	// counts are short by them.
+	Lost uint64
 	// forks are the children the kernel's fork records named: their
 	// fds were copied then, not at the fork syscall's return; parent is
 	// each one's parent, whose fd of the same number names an fd the
@@ -304,6 +307,7 @@ func (a *Aggregator) Add(e Event) {
 		return
 	case e.Block != nil:
 		a.Block = append(a.Block, e.Block...)
+		a.Lost += e.Lost
 		return
 	case e.Sample:
 		if st := a.fd(e.Pid, fd, true); st != nil {

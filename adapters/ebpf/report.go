@@ -43,6 +43,11 @@ func WriteSummary(w io.Writer, a *Aggregator, top int) error {
 	if _, err := fmt.Fprintf(w, "calls: %s\n", strings.Join(calls, ", ")); err != nil {
 		return err
 	}
+	if a.Lost > 0 {
+		if _, err := fmt.Fprintf(w, "warning: %d calls lost (the ring buffer was full, or no task storage): the counts are short\n", a.Lost); err != nil {
+			return err
+		}
+	}
 	return writeBlock(w, a.Block)
 }
 

@@ -60,6 +60,9 @@ type Event struct {
 	// the trace ran, by every process and kernel thread (the last record
 	// of Flush; not a syscall).
 	Block []BlockIO
+	// Lost, on the Block record: calls the kernel could not pass on (a
+	// full ring buffer) or follow (no task storage) during the trace.
+	Lost uint64
 }
 
 // BlockIO is what was issued to one block device.
@@ -299,7 +302,8 @@ func (t *Tracer) Flush(fn func(Event)) error {
 	if err != nil {
 		return err
 	}
-	fn(Event{Block: blk, Time: Now(), Off: -1})
+	events, entries := t.Dropped()
+	fn(Event{Block: blk, Lost: events + entries, Time: Now(), Off: -1})
 	return nil
 }
 
