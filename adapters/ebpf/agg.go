@@ -147,6 +147,18 @@ type Aggregator struct {
 	// Timeline, when set, keeps every call attributed to a file, for
 	// the picture (Timeline.WriteHTML).
 	Timeline *Timeline
+	// Block is what was issued to the block devices during the trace,
+	// by every process (the tracer's Block record).
+	Block []BlockIO
+	// Lost is the calls the kernel could not pass on or follow: the
+	// counts are short by them.
+	Lost uint64
+	// forks are the children the kernel's fork records named: their
+	// fds were copied then, not at the fork syscall's return; parent is
+	// each one's parent, whose fd of the same number names an fd the
+	// child inherited once the child is gone from /proc.
+	forks  map[int]bool
+	parent map[int]int
 }
 
 // ProcStats is what one process did.
@@ -159,7 +171,7 @@ type ProcStats struct {
 // NewAggregator returns an empty aggregator.
 func NewAggregator() *Aggregator {
 	return &Aggregator{files: map[string]*FileStats{}, fds: map[[2]int]*fdState{}, cwd: map[int]string{},
-		Calls: map[string]int64{}, Procs: map[int]*ProcStats{}}
+		Calls: map[string]int64{}, Procs: map[int]*ProcStats{}, forks: map[int]bool{}, parent: map[int]int{}}
 }
 
 // Files returns the files, most bytes first.
@@ -241,6 +253,9 @@ func (a *Aggregator) fd(pid, fd int, placeholder bool) *fdState {
 	}
 	p, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
 	if err != nil {
+		p, err = a.inherited(pid, fd)
+	}
+	if err != nil {
 		if !placeholder {
 			return nil
 		}
@@ -253,16 +268,56 @@ func (a *Aggregator) fd(pid, fd int, placeholder bool) *fdState {
 	return st
 }
 
+func (a *Aggregator) proc(pid int) *ProcStats {
+	ps := a.Procs[pid]
+	if ps == nil {
+		ps = &ProcStats{Pid: pid}
+		a.Procs[pid] = ps
+	}
+	return ps
+}
+
+// inherited names fd of pid, gone, by its ancestors' fd of that number
+// (the one it inherited, unless the child or the parent changed it).
+func (a *Aggregator) inherited(pid, fd int) (string, error) {
+	err := os.ErrNotExist
+	for p, n := a.parent[pid], 0; p != 0 && n < 64; p, n = a.parent[p], n+1 {
+		if st := a.fds[[2]int{p, fd}]; st != nil && !st.placeholder {
+			return st.file.Path, nil
+		}
+		var path string
+		if path, err = os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", p, fd)); err == nil {
+			return path, nil
+		}
+	}
+	return "", err
+}
+
 // Add accounts one event.
 func (a *Aggregator) Add(e Event) {
-	a.Calls[e.Call.Name]++
-	ps := a.Procs[e.Pid]
-	if ps == nil {
-		ps = &ProcStats{Pid: e.Pid}
-		a.Procs[e.Pid] = ps
-	}
-	ps.Calls++
 	fd := int(int32(e.Args[0]))
+	switch {
+	case e.Fork:
+		a.forks[int(e.Ret)] = true
+		a.parent[int(e.Ret)] = e.Pid
+		a.forked(e.Pid, int(e.Ret))
+		return
+	case e.Counts != nil:
+		a.counted(e, fd)
+		return
+	case e.Block != nil:
+		a.Block = append(a.Block, e.Block...)
+		a.Lost += e.Lost
+		return
+	case e.Sample:
+		if st := a.fd(e.Pid, fd, true); st != nil {
+			a.touch(st.file, e)
+		}
+		return
+	}
+	a.Calls[e.Call.Name]++
+	ps := a.proc(e.Pid)
+	ps.Calls++
 	switch e.Call.Kind {
 	case KindOpen:
 		if e.Ret < 0 {
@@ -292,7 +347,7 @@ func (a *Aggregator) Add(e Event) {
 	case KindCopy:
 		a.copied(e, ps)
 	case KindFork:
-		if e.Ret > 0 {
+		if e.Ret > 0 && !a.forks[int(e.Ret)] {
 			a.forked(e.Pid, int(e.Ret))
 		}
 	case KindSeek:
@@ -354,9 +409,15 @@ func (a *Aggregator) access(e Event, fd int, ps *ProcStats) {
 	if positioned && (e.Call.Name == "preadv2" || e.Call.Name == "pwritev2") && int64(e.Args[3]) == -1 {
 		positioned = false // offset -1: at (and moving) the file position
 	}
-	if positioned {
+	switch {
+	case e.Off >= 0: // the kernel's
+		off = e.Off
+		if !positioned {
+			st.pos = off + n
+		}
+	case positioned:
 		off = int64(e.Args[3])
-	} else {
+	default:
 		st.pos += n
 	}
 	a.touch(f, e)
@@ -394,6 +455,80 @@ func (d direction) count(off, n int64, lat time.Duration) {
 	}
 	*d.last = off + n - 1
 	*d.maxEnd = max(*d.maxEnd, off+n)
+}
+
+// counted adds a Counts record of the kernel (pid's reads and writes on
+// fd) to the fd's file. The kernel keeps the previous offset per fd, not
+// per file as Darshan does: the record's first access is judged again
+// against the file's previous one, but a file accessed through two fds
+// at once counts its sequential accesses per fd.
+func (a *Aggregator) counted(e Event, fd int) {
+	c := e.Counts
+	st := a.fd(e.Pid, fd, true)
+	if st == nil {
+		return
+	}
+	f, ps := st.file, a.proc(e.Pid)
+	var calls [2]int64
+	for i, n := range c.Calls {
+		if n > 0 {
+			a.Calls[RWSyscalls[i]] += n
+			calls[i/5] += n
+		}
+	}
+	ps.Calls += calls[0] + calls[1]
+	ps.BytesRead += c.Bytes[0]
+	ps.BytesWritten += c.Bytes[1]
+	f.Reads += calls[0]
+	f.Writes += calls[1]
+	f.BytesRead += c.Bytes[0]
+	f.BytesWritten += c.Bytes[1]
+	f.SeqReads += c.Seq[0] + rejudge(c.FirstOff[0], f.lastRead, false)
+	f.SeqWrites += c.Seq[1] + rejudge(c.FirstOff[1], f.lastWrite, false)
+	f.ConsecReads += c.Consec[0] + rejudge(c.FirstOff[0], f.lastRead, true)
+	f.ConsecWrite += c.Consec[1] + rejudge(c.FirstOff[1], f.lastWrite, true)
+	f.ReadTime += c.Time[0]
+	f.WriteTime += c.Time[1]
+	for b := range f.ReadSizes {
+		f.ReadSizes[b] += c.Sizes[0][b]
+		f.WriteSizes[b] += c.Sizes[1][b]
+	}
+	f.MaxReadEnd = max(f.MaxReadEnd, c.MaxEnd[0])
+	f.MaxWriteEnd = max(f.MaxWriteEnd, c.MaxEnd[1])
+	if calls[0] > 0 {
+		f.lastRead = c.LastOff[0]
+	}
+	if calls[1] > 0 {
+		f.lastWrite = c.LastOff[1]
+	}
+	if calls[0]+calls[1] > 0 {
+		f.Pids[e.Pid] = true
+		if f.First == 0 || c.First < f.First {
+			f.First = c.First
+		}
+		f.Last = max(f.Last, c.Last)
+	}
+}
+
+// rejudge corrects the kernel's verdict on a record's first access
+// (offset firstOff-1, judged against an fd with no previous access: last
+// byte 0) to Darshan's against the file's previous access (last): +1, 0
+// or -1 to the sequential count, or with consec to the consecutive one.
+func rejudge(firstOff, last int64, consec bool) int64 {
+	if firstOff <= 0 {
+		return 0
+	}
+	off := firstOff - 1
+	b := func(v bool) int64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	if consec {
+		return b(off == last+1) - b(off == 1)
+	}
+	return b(off > last) - b(off > 0)
 }
 
 // copied accounts copy_file_range(in, off_in, out, off_out, len) and

@@ -40,7 +40,33 @@ func WriteSummary(w io.Writer, a *Aggregator, top int) error {
 		calls = append(calls, fmt.Sprintf("%s %d", name, n))
 	}
 	slices.Sort(calls)
-	_, err := fmt.Fprintf(w, "calls: %s\n", strings.Join(calls, ", "))
+	if _, err := fmt.Fprintf(w, "calls: %s\n", strings.Join(calls, ", ")); err != nil {
+		return err
+	}
+	if a.Lost > 0 {
+		if _, err := fmt.Fprintf(w, "warning: %d calls lost (the ring buffer was full, or no task storage): the counts are short\n", a.Lost); err != nil {
+			return err
+		}
+	}
+	return writeBlock(w, a.Block)
+}
+
+// writeBlock writes what was issued to the block devices during the
+// trace (by every process: write-back and read-ahead come from kernel
+// threads), devices with requests only.
+func writeBlock(w io.Writer, devs []BlockIO) error {
+	var parts []string
+	for _, b := range devs {
+		if b.Requests[0]+b.Requests[1]+b.Requests[2] == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s read %s in %d, wrote %s in %d, %d other", b.Dev,
+			units.FormatSize(b.Bytes[0]), b.Requests[0], units.FormatSize(b.Bytes[1]), b.Requests[1], b.Requests[2]))
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "block devices, all processes, same interval (requests): %s\n", strings.Join(parts, "; "))
 	return err
 }
 

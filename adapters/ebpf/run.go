@@ -31,9 +31,10 @@ func CgroupRoot() (string, error) {
 
 // Run starts cmd in a cgroup of its own (so that it and every process it
 // starts are traced, and nothing else), calls fn with each event until it
-// exits and the last events are read, and returns cmd's Wait error. The
-// tracer is attached before cmd starts, so its first call is seen.
-func Run(cmd *exec.Cmd, fn func(Event)) (err error) {
+// exits and the last events and the kernel's counts are read, and returns
+// cmd's Wait error. The tracer is attached before cmd starts, so its
+// first call is seen. Of opt, only Every counts.
+func Run(cmd *exec.Cmd, opt Options, fn func(Event)) (err error) {
 	root, err := CgroupRoot()
 	if err != nil {
 		return err
@@ -52,7 +53,7 @@ func Run(cmd *exec.Cmd, fn func(Event)) (err error) {
 		return err
 	}
 	defer cg.Close()
-	t, err := Open(Options{Cgroup: dir})
+	t, err := Open(Options{Cgroup: dir, Every: opt.Every})
 	if err != nil {
 		return err
 	}
@@ -64,6 +65,9 @@ func Run(cmd *exec.Cmd, fn func(Event)) (err error) {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	// The command's fds not seen opened are this process's (stdin,
+	// stdout, stderr): its parent names them once it is gone.
+	fn(Event{Fork: true, Pid: os.Getpid(), Ret: int64(cmd.Process.Pid), Off: -1})
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var werr error
@@ -89,7 +93,7 @@ func Run(cmd *exec.Cmd, fn func(Event)) (err error) {
 			return err
 		}
 		if exited {
-			return werr
+			return errors.Join(t.Flush(fn), werr)
 		}
 		select {
 		case werr = <-done:

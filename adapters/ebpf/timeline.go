@@ -7,6 +7,10 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iowarp/iowarp/internal/units"
 )
 
 // Timeline keeps the events of a trace, compactly, for the picture
@@ -17,7 +21,32 @@ type Timeline struct {
 	rows    map[rowKey]int32
 	keys    []rowKey
 	Dropped int64
+	tiers   []TierSample
 }
+
+// TierSample is the use of one daemon's tiers at one moment (Now's
+// clock), drawn under the calls.
+type TierSample struct {
+	Time  time.Duration
+	Mount string
+	Tiers []TierUse
+}
+
+// TierUse is one tier's bytes in use of its capacity.
+type TierUse struct {
+	Name, Kind     string
+	Used, Capacity int64
+}
+
+// Now is the time on the events' clock (CLOCK_MONOTONIC).
+func Now() time.Duration {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return time.Duration(ts.Nano())
+}
+
+// AddTiers records a sample of the pool's tier use.
+func (tl *Timeline) AddTiers(s TierSample) { tl.tiers = append(tl.tiers, s) }
 
 type rowKey struct {
 	pid  int
@@ -122,6 +151,7 @@ func (tl *Timeline) WriteHTML(w io.Writer, a *Aggregator, title string) error {
 body{font:13px system-ui,sans-serif;margin:1em}
 .read{fill:#2b6cb0}.write{fill:#dd6b20}.sync{fill:#c53030}.meta{fill:#a0aec0}
 .lab{font:11px monospace;fill:#222}
+.occ{fill:none;stroke:#2f855a;stroke-width:1.5}.cap{fill:#f0fff4;stroke:#c6f6d5}
 table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right}td.f{text-align:left;font-family:monospace}
 </style></head><body>
 <h1>%s</h1>
@@ -133,7 +163,8 @@ table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right}td.f{text-
 	if tl.Dropped > 0 {
 		fmt.Fprintf(&b, "<p id=\"dropped\">%d further calls not drawn (the timeline keeps %d)</p>\n", tl.Dropped, maxSamples)
 	}
-	h := len(order)*rowH + 30
+	tiers := tl.tierRows()
+	h := len(order)*rowH + len(tiers)*tierH + 30
 	fmt.Fprintf(&b, "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\">\n", left+width+10, h)
 	for i, r := range order {
 		k := tl.keys[r]
@@ -163,6 +194,9 @@ table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right}td.f{text-
 		}
 		b.WriteString("</g>\n")
 	}
+	for j, k := range tiers {
+		tl.writeTierRow(&b, k, len(order)*rowH+j*tierH+4, t0, span)
+	}
 	fmt.Fprintf(&b, "<text class=\"lab\" x=\"%d\" y=\"%d\">0</text><text class=\"lab\" x=\"%d\" y=\"%d\" text-anchor=\"end\">%v</text>\n",
 		left, h-6, left+width, h-6, span.Round(time.Microsecond))
 	b.WriteString("</svg>\n<table id=\"files\"><tr><th>read</th><th>written</th><th>reads</th><th>writes</th><th>seq</th><th>I/O time</th><th>file</th></tr>\n")
@@ -178,9 +212,56 @@ table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right}td.f{text-
 	return err
 }
 
+const tierH = 40 // height of a tier's occupancy row
+
+// tierKey is one daemon's tier.
+type tierKey struct{ mount, name string }
+
+// tierRows are the tiers sampled, in the order first seen.
+func (tl *Timeline) tierRows() []tierKey {
+	var out []tierKey
+	seen := map[tierKey]bool{}
+	for _, s := range tl.tiers {
+		for _, u := range s.Tiers {
+			if k := (tierKey{s.Mount, u.Name}); !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// writeTierRow draws tier k's use over the trace as a line in its
+// capacity's box (full height: full), at y.
+func (tl *Timeline) writeTierRow(b *strings.Builder, k tierKey, y int, t0, span time.Duration) {
+	const width, left = 1000, 360
+	var pts []string
+	var last TierUse
+	for _, s := range tl.tiers {
+		for _, u := range s.Tiers {
+			if s.Mount != k.mount || u.Name != k.name || u.Capacity <= 0 {
+				continue
+			}
+			x := min(max(int(int64(s.Time-t0)*width/int64(span)), 0), width)
+			yy := y + tierH - 6 - int(min(u.Used, u.Capacity)*int64(tierH-8)/u.Capacity)
+			pts = append(pts, fmt.Sprintf("%d,%d", left+x, yy))
+			last = u
+		}
+	}
+	fmt.Fprintf(b, "<g class=\"tier\" data-mount=\"%s\" data-tier=\"%s\" data-kind=\"%s\" data-samples=\"%d\">"+
+		"<text class=\"lab\" x=\"0\" y=\"%d\">%s tier %s: %s of %s</text>"+
+		"<rect class=\"cap\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/>"+
+		"<polyline class=\"occ\" points=\"%s\"/></g>\n",
+		html.EscapeString(k.mount), html.EscapeString(k.name), html.EscapeString(last.Kind), len(pts),
+		y+14, html.EscapeString(k.mount), html.EscapeString(k.name), units.FormatSize(last.Used), units.FormatSize(last.Capacity),
+		left, y+2, width, tierH-8, strings.Join(pts, " "))
+}
+
 func legend() string {
 	return `<span style="color:#2b6cb0">■ read</span> <span style="color:#dd6b20">■ write</span> ` +
-		`<span style="color:#c53030">■ fsync</span> <span style="color:#a0aec0">■ open/stat/other</span>`
+		`<span style="color:#c53030">■ fsync</span> <span style="color:#a0aec0">■ open/stat/other</span> ` +
+		`<span style="color:#2f855a">— tier use (of its capacity)</span>`
 }
 
 // rename moves pid's row of file from to file to (a placeholder named

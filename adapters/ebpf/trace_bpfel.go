@@ -13,13 +13,42 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type traceAgg struct {
+	_        structs.HostLayout
+	Calls    [10]uint64
+	Bytes    [2]uint64
+	Seq      [2]uint64
+	Consec   [2]uint64
+	Time     [2]uint64
+	Sizes    [2][10]uint64
+	Last     [2]int64
+	MaxEnd   [2]int64
+	FirstOff [2]int64
+	Pos      int64
+	First    uint64
+	End      uint64
+	Sampled  uint64
+}
+
+type traceAggEvent struct {
+	_ structs.HostLayout
+	E traceEvent
+	A traceAgg
+}
+
+type traceBlkio struct {
+	_        structs.HostLayout
+	Requests [3]uint64
+	Bytes    [3]uint64
+}
+
 type traceConfig struct {
 	_           structs.HostLayout
 	Mode        uint32
 	CgroupLevel uint32
 	Cgid        uint64
 	Self        uint32
-	Pad         uint32
+	Every       uint32
 }
 
 type traceEvent struct {
@@ -31,7 +60,14 @@ type traceEvent struct {
 	Nr    uint32
 	Flags uint32
 	Ret   int64
+	Off   int64
 	Args  [5]uint64
+}
+
+type traceFdkey struct {
+	_   structs.HostLayout
+	Pid uint32
+	Fd  int32
 }
 
 type tracePathEvent struct {
@@ -41,33 +77,42 @@ type tracePathEvent struct {
 }
 
 type tracePathbuf struct {
-	_    structs.HostLayout
-	Path [256]int8
+	_     structs.HostLayout
+	Valid uint32
+	Path  [256]int8
 }
 
 type traceStart struct {
-	_    structs.HostLayout
-	Ts   uint64
-	Nr   uint64
-	Args [5]uint64
+	_     structs.HostLayout
+	Ts    uint64
+	Nr    uint32
+	W     uint32
+	Busy  uint32
+	Every uint32
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	traceMapCfg             = "cfg"
-	traceMapDropped         = "dropped"
-	traceMapEvents          = "events"
-	traceMapPaths           = "paths"
-	traceMapPids            = "pids"
-	traceMapScratch         = "scratch"
-	traceMapStarts          = "starts"
-	traceMapWanted          = "wanted"
-	traceProgSysEnter       = "sys_enter"
-	traceProgSysExit        = "sys_exit"
-	traceVarUnusedEvent     = "unused_event"
-	traceVarUnusedPathEvent = "unused_path_event"
+	traceMapBlk               = "blk"
+	traceMapCfg               = "cfg"
+	traceMapDropped           = "dropped"
+	traceMapEvents            = "events"
+	traceMapFdagg             = "fdagg"
+	traceMapPaths             = "paths"
+	traceMapPids              = "pids"
+	traceMapStarts            = "starts"
+	traceMapWanted            = "wanted"
+	traceMapZeroAgg           = "zero_agg"
+	traceProgBlockRqIssue     = "block_rq_issue"
+	traceProgSchedProcessFork = "sched_process_fork"
+	traceProgSysEnter         = "sys_enter"
+	traceProgSysExit          = "sys_exit"
+	traceVarUnusedAggEvent    = "unused_agg_event"
+	traceVarUnusedBlkio       = "unused_blkio"
+	traceVarUnusedEvent       = "unused_event"
+	traceVarUnusedPathEvent   = "unused_path_event"
 )
 
 // loadTrace returns the embedded CollectionSpec for trace.
@@ -112,28 +157,34 @@ type traceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceProgramSpecs struct {
-	SysEnter *ebpf.ProgramSpec `ebpf:"sys_enter"`
-	SysExit  *ebpf.ProgramSpec `ebpf:"sys_exit"`
+	BlockRqIssue     *ebpf.ProgramSpec `ebpf:"block_rq_issue"`
+	SchedProcessFork *ebpf.ProgramSpec `ebpf:"sched_process_fork"`
+	SysEnter         *ebpf.ProgramSpec `ebpf:"sys_enter"`
+	SysExit          *ebpf.ProgramSpec `ebpf:"sys_exit"`
 }
 
 // traceMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceMapSpecs struct {
+	Blk     *ebpf.MapSpec `ebpf:"blk"`
 	Cfg     *ebpf.MapSpec `ebpf:"cfg"`
 	Dropped *ebpf.MapSpec `ebpf:"dropped"`
 	Events  *ebpf.MapSpec `ebpf:"events"`
+	Fdagg   *ebpf.MapSpec `ebpf:"fdagg"`
 	Paths   *ebpf.MapSpec `ebpf:"paths"`
 	Pids    *ebpf.MapSpec `ebpf:"pids"`
-	Scratch *ebpf.MapSpec `ebpf:"scratch"`
 	Starts  *ebpf.MapSpec `ebpf:"starts"`
 	Wanted  *ebpf.MapSpec `ebpf:"wanted"`
+	ZeroAgg *ebpf.MapSpec `ebpf:"zero_agg"`
 }
 
 // traceVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceVariableSpecs struct {
+	UnusedAggEvent  *ebpf.VariableSpec `ebpf:"unused_agg_event"`
+	UnusedBlkio     *ebpf.VariableSpec `ebpf:"unused_blkio"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedPathEvent *ebpf.VariableSpec `ebpf:"unused_path_event"`
 }
@@ -158,26 +209,30 @@ func (o *traceObjects) Close() error {
 //
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type traceMaps struct {
+	Blk     *ebpf.Map `ebpf:"blk"`
 	Cfg     *ebpf.Map `ebpf:"cfg"`
 	Dropped *ebpf.Map `ebpf:"dropped"`
 	Events  *ebpf.Map `ebpf:"events"`
+	Fdagg   *ebpf.Map `ebpf:"fdagg"`
 	Paths   *ebpf.Map `ebpf:"paths"`
 	Pids    *ebpf.Map `ebpf:"pids"`
-	Scratch *ebpf.Map `ebpf:"scratch"`
 	Starts  *ebpf.Map `ebpf:"starts"`
 	Wanted  *ebpf.Map `ebpf:"wanted"`
+	ZeroAgg *ebpf.Map `ebpf:"zero_agg"`
 }
 
 func (m *traceMaps) Close() error {
 	return _TraceClose(
+		m.Blk,
 		m.Cfg,
 		m.Dropped,
 		m.Events,
+		m.Fdagg,
 		m.Paths,
 		m.Pids,
-		m.Scratch,
 		m.Starts,
 		m.Wanted,
+		m.ZeroAgg,
 	)
 }
 
@@ -185,6 +240,8 @@ func (m *traceMaps) Close() error {
 //
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type traceVariables struct {
+	UnusedAggEvent  *ebpf.Variable `ebpf:"unused_agg_event"`
+	UnusedBlkio     *ebpf.Variable `ebpf:"unused_blkio"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 	UnusedPathEvent *ebpf.Variable `ebpf:"unused_path_event"`
 }
@@ -193,12 +250,16 @@ type traceVariables struct {
 //
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tracePrograms struct {
-	SysEnter *ebpf.Program `ebpf:"sys_enter"`
-	SysExit  *ebpf.Program `ebpf:"sys_exit"`
+	BlockRqIssue     *ebpf.Program `ebpf:"block_rq_issue"`
+	SchedProcessFork *ebpf.Program `ebpf:"sched_process_fork"`
+	SysEnter         *ebpf.Program `ebpf:"sys_enter"`
+	SysExit          *ebpf.Program `ebpf:"sys_exit"`
 }
 
 func (p *tracePrograms) Close() error {
 	return _TraceClose(
+		p.BlockRqIssue,
+		p.SchedProcessFork,
 		p.SysEnter,
 		p.SysExit,
 	)

@@ -7,9 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestGeneratedUpToDate: the committed object was built from the
@@ -50,11 +53,16 @@ func needBPF(t *testing.T) {
 // traceRun runs argv traced and returns the aggregate.
 func traceRun(t *testing.T, argv ...string) *Aggregator {
 	t.Helper()
+	return traceRunWith(t, Options{}, argv...)
+}
+
+func traceRunWith(t *testing.T, opt Options, argv ...string) *Aggregator {
+	t.Helper()
 	a := NewAggregator()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := Run(cmd, a.Add); err != nil {
+	if err := Run(cmd, opt, a.Add); err != nil {
 		t.Fatalf("%v: %v\n%s", argv, err, out.String())
 	}
 	return a
@@ -91,9 +99,36 @@ func TestTraceDD(t *testing.T) {
 	if f.SeqWrites != 255 || f.ConsecWrite != 255 || f.MaxWriteEnd != 1<<20 {
 		t.Fatalf("sequential %d consecutive %d max %d", f.SeqWrites, f.ConsecWrite, f.MaxWriteEnd)
 	}
-	if z := fileOf(t, a, "/dev/zero"); z.Reads != 256 || z.BytesRead != 1<<20 {
+	// /dev/zero's file position does not move: its reads are sequential
+	// by the position the tracer follows, as Darshan counts them.
+	if z := fileOf(t, a, "/dev/zero"); z.Reads != 256 || z.BytesRead != 1<<20 || z.SeqReads != 255 || z.ConsecReads != 255 {
 		t.Fatalf("/dev/zero: %+v", z)
 	}
+}
+
+// TestTraceBlock: the requests issued to the disk during a trace are
+// counted per device: dd writing 4 MiB with O_DIRECT to a file on a
+// block device's file system (the counts are every process's: at least
+// those).
+func TestTraceBlock(t *testing.T) {
+	needBPF(t)
+	dir := t.TempDir()
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil || unix.Major(st.Dev) == 0 {
+		t.Skipf("%s is not on a block device", dir)
+	}
+	out := filepath.Join(dir, "o")
+	a := traceRun(t, "dd", "if=/dev/zero", "of="+out, "bs=1M", "count=4", "oflag=direct")
+	dev := blockName(uint32(unix.Major(st.Dev))<<20 | uint32(unix.Minor(st.Dev)))
+	for _, b := range a.Block {
+		if b.Dev == dev {
+			if b.Bytes[1] < 4<<20 || b.Requests[1] < 1 {
+				t.Fatalf("%s: %+v, want at least 4 MiB written", dev, b)
+			}
+			return
+		}
+	}
+	t.Fatalf("no requests to %s counted: %+v", dev, a.Block)
 }
 
 // staticProg writes 1000 × 123 bytes with write, 7 pwrites of 4096 at
@@ -136,6 +171,75 @@ func TestTraceStatic(t *testing.T) {
 	}
 	if f.MaxWriteEnd != 1<<20+6*8192+4096 || f.WriteSizes[bucketOf(123)] != 1000 || f.WriteSizes[bucketOf(4096)] != 7 {
 		t.Fatalf("max %d sizes %v", f.MaxWriteEnd, f.WriteSizes)
+	}
+}
+
+// fdReuseProg gives fd numbers to other files: it writes 10 × 100 bytes
+// to a on fd 3, closes it, writes 20 × 200 to b, which gets fd 3 again,
+// 5 × 50 to c on fd 4, then dup2s 3 onto 4 and writes 3 × 300 through
+// 4 (to b), and reads b back with read and pread.
+const fdReuseProg = `#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	char buf[512];
+	memset(buf, 'y', sizeof buf);
+	int a = open(argv[1], O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	for (int i = 0; i < 10; i++) write(a, buf, 100);
+	close(a);
+	int b = open(argv[2], O_CREAT | O_TRUNC | O_RDWR, 0644);
+	int c = open(argv[3], O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	if (a != 3 || b != 3 || c != 4) return 1;
+	for (int i = 0; i < 20; i++) write(b, buf, 200);
+	for (int i = 0; i < 5; i++) write(c, buf, 50);
+	dup2(b, c);
+	for (int i = 0; i < 3; i++) write(c, buf, 300);
+	lseek(b, 0, SEEK_SET);
+	for (int i = 0; i < 8; i++) read(b, buf, 500);
+	for (int i = 0; i < 4; i++) pread(b, buf, 100, 1000 * i);
+	return 0;
+}
+`
+
+// TestTraceCountsInKernel: the reads and writes the kernel counts per
+// process and fd land on the file the fd named when they were made, as
+// the fd numbers pass from file to file (close and reopen, dup2 over an
+// fd with counts), and the counts equal those of the same program traced
+// with every call sent to user space (Options.Every).
+func TestTraceCountsInKernel(t *testing.T) {
+	needBPF(t)
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "p.c"), filepath.Join(dir, "p")
+	os.WriteFile(src, []byte(fdReuseProg), 0o644)
+	if out, err := exec.Command("cc", "-static", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("cc -static: %v\n%s", err, out)
+	}
+	a, b, c := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")
+	type want struct {
+		writes, written, reads, read int64
+	}
+	wants := map[string]want{a: {10, 1000, 0, 0}, b: {23, 4900, 12, 4400}, c: {5, 250, 0, 0}}
+	var stats [2]map[string]FileStats
+	for i, opt := range []Options{{}, {Every: true}} {
+		agg := traceRunWith(t, opt, bin, a, b, c)
+		stats[i] = map[string]FileStats{}
+		for p, w := range wants {
+			f := fileOf(t, agg, p)
+			if f.Writes != w.writes || f.BytesWritten != w.written || f.Reads != w.reads || f.BytesRead != w.read {
+				t.Fatalf("every=%v %s: %+v, want %+v", opt.Every, p, f, w)
+			}
+			g := *f
+			g.ReadTime, g.WriteTime, g.MetaTime, g.First, g.Last, g.Pids = 0, 0, 0, 0, 0, nil
+			stats[i][p] = g
+		}
+		if n := agg.Calls["write"]; n != 38 {
+			t.Errorf("every=%v: %d writes counted, want 38", opt.Every, n)
+		}
+	}
+	for p := range wants {
+		if !reflect.DeepEqual(stats[0][p], stats[1][p]) {
+			t.Errorf("%s counted in the kernel:\n%+v\nevery call in user space:\n%+v", p, stats[0][p], stats[1][p])
+		}
 	}
 }
 
@@ -193,9 +297,6 @@ func TestTraceGo(t *testing.T) {
 
 // TestTracePids: tracing a process sees its I/O (here dd, exec'd in the
 // traced process) and no other process's, even at the same time.
-// (Children are followed from the fork's return in the parent: a vfork
-// child's first calls can come before it and be missed; `trace -- CMD`
-// and --cgroup have no such gap.)
 func TestTracePids(t *testing.T) {
 	needBPF(t)
 	dir := t.TempDir()
@@ -237,6 +338,9 @@ func TestTracePids(t *testing.T) {
 		}
 		a.Add(e)
 	}
+	if err := tr.Flush(a.Add); err != nil {
+		t.Fatal(err)
+	}
 	if f := fileOf(t, a, mine); f.Writes != 10 || f.BytesWritten != 40960 {
 		t.Fatalf("the traced process: %+v", f)
 	}
@@ -248,9 +352,92 @@ func TestTracePids(t *testing.T) {
 	}
 }
 
+// spawnProg waits for a line on stdin, then posix_spawns dd with its
+// stdout opened on argv[1] by the spawn's file actions: glibc runs them
+// in a vfork child (CLONE_VM|CLONE_VFORK), before exec and while the
+// parent waits in clone, so the open is the child's first traced call.
+const spawnProg = `#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern char **environ;
+int main(int argc, char **argv) {
+	char line[16];
+	if (!fgets(line, sizeof line, stdin)) return 1;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	char *dd[] = {"dd", "if=/dev/zero", "bs=4k", "count=64", "status=none", 0};
+	pid_t pid;
+	if (posix_spawnp(&pid, "dd", &fa, 0, dd, environ)) return 2;
+	int st;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 3;
+}
+`
+
+// TestTracePidsVforkChild: with --pid, a vfork child is traced from its
+// first call: the open its spawn made before exec (while the parent
+// waited in clone, whose return the tracer would otherwise follow it
+// from) and all the writes dd then made on it.
+func TestTracePidsVforkChild(t *testing.T) {
+	needBPF(t)
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "spawn.c"), filepath.Join(dir, "spawn")
+	os.WriteFile(src, []byte(spawnProg), 0o644)
+	if out, err := exec.Command("cc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v\n%s", err, out)
+	}
+	out := filepath.Join(dir, "out")
+	p := exec.Command(bin, out)
+	in, err := p.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Open(Options{Pids: []int{p.Process.Pid}})
+	if err != nil {
+		p.Process.Kill()
+		p.Wait()
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	in.Write([]byte("go\n"))
+	in.Close()
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAggregator()
+	for {
+		tr.SetDeadline(time.Now().Add(200 * time.Millisecond))
+		e, err := tr.Read()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Add(e)
+	}
+	if err := tr.Flush(a.Add); err != nil {
+		t.Fatal(err)
+	}
+	f := fileOf(t, a, out)
+	if f.Opens != 1 || f.Writes != 64 || f.BytesWritten != 64*4096 || f.SeqWrites != 63 {
+		t.Fatalf("the spawned child's file: %+v", f)
+	}
+	if len(f.Pids) != 1 || f.Pids[p.Process.Pid] {
+		t.Fatalf("written by %v, want the child alone (parent %d)", f.Pids, p.Process.Pid)
+	}
+}
+
 // TestTraceHTML: the timeline page of a trace renders in headless
 // Chromium (no network, nothing fetched) with a row for the written file
-// holding write marks, and the per-file table.
+// holding write marks, the tiers' use over the trace, and the per-file
+// table.
 func TestTraceHTML(t *testing.T) {
 	needBPF(t)
 	chrome, err := exec.LookPath("chromium")
@@ -262,8 +449,14 @@ func TestTraceHTML(t *testing.T) {
 	a := NewAggregator()
 	a.Timeline = NewTimeline()
 	cmd := exec.Command("dd", "if=/dev/zero", "of="+out, "bs=64k", "count=64")
-	if err := Run(cmd, a.Add); err != nil {
+	if err := Run(cmd, Options{}, a.Add); err != nil {
 		t.Fatal(err)
+	}
+	// Tier use as `iowarp trace --html` samples it from the daemons.
+	t0 := Now()
+	for i, used := range []int64{1 << 20, 3 << 20, 2 << 20} {
+		a.Timeline.AddTiers(TierSample{Time: t0 + time.Duration(i)*time.Millisecond, Mount: "/mnt/<w>",
+			Tiers: []TierUse{{Name: "ram", Kind: "ram", Used: used, Capacity: 4 << 20}, {Name: "nvme", Kind: "file", Capacity: 1 << 30}}})
 	}
 	page := filepath.Join(dir, "t.html")
 	f, err := os.Create(page)
@@ -289,6 +482,20 @@ func TestTraceHTML(t *testing.T) {
 	g = g[:strings.Index(g, "</g>")]
 	if strings.Count(g, `class="write"`) == 0 {
 		t.Fatalf("the row of %s has no write marks: %.500s", out, g)
+	}
+	for _, tier := range []string{`data-tier="ram" data-kind="ram" data-samples="3"`, `data-tier="nvme" data-kind="file" data-samples="3"`} {
+		j := strings.Index(d, `<g class="tier" data-mount="/mnt/&lt;w&gt;" `+tier)
+		if j < 0 {
+			t.Fatalf("no tier row %s in the page:\n%.3000s", tier, d[strings.Index(d, "<svg"):])
+		}
+		g := d[j:]
+		g = g[:strings.Index(g, "</g>")]
+		if !strings.Contains(g, "<polyline") || strings.Count(g, ",") < 3 {
+			t.Fatalf("tier row without its line: %s", g)
+		}
+	}
+	if !strings.Contains(d, "ram: 2MiB of 4MiB") {
+		t.Error("the ram tier's label does not say its last use")
 	}
 	if !strings.Contains(d, "<title>dd &lt;test&gt; &amp; co</title>") {
 		t.Error("title not escaped")

@@ -2,9 +2,12 @@ package ebpf
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,6 +26,12 @@ type Options struct {
 	// Pids are processes to trace (with their future children), when
 	// Cgroup is "".
 	Pids []int
+	// Every sends every call as an Event (for a full event log). Without
+	// it, successful reads and writes are counted in the kernel per
+	// process and fd and come as Counts records (at the fd's close and
+	// from Flush), with one Sample event per fd and millisecond for the
+	// timeline: the kernel then does no ring-buffer work for them.
+	Every bool
 }
 
 // Event is one traced syscall, as the kernel saw it.
@@ -35,7 +44,57 @@ type Event struct {
 	Ret     int64
 	Args    [5]uint64 // the first five arguments
 	Path    string    // the path argument, if the call has one
+	// Off is a read's or write's file offset (-1: unknown).
+	Off int64
+	// Sample: a read or write also in a Counts record, for the timeline
+	// only.
+	Sample bool
+	// Fork: Pid created process Ret (a record of the kernel's fork, not
+	// a syscall; it comes before any event of the child).
+	Fork bool
+	// Counts, when set, is what Pid did on fd Args[0] with the reads and
+	// writes counted in the kernel since the last such record of that fd
+	// (not a syscall: Call is empty).
+	Counts *Counts
+	// Block, when set, is the requests issued to each block device while
+	// the trace ran, by every process and kernel thread (the last record
+	// of Flush; not a syscall).
+	Block []BlockIO
+	// Lost, on the Block record: calls the kernel could not pass on (a
+	// full ring buffer) or follow (no task storage) during the trace.
+	Lost uint64
 }
+
+// BlockIO is what was issued to one block device.
+type BlockIO struct {
+	Dev      string   // the device's name (vda, nvme0n1) or major:minor
+	Requests [3]int64 // reads, writes, other operations (flush, discard ...)
+	Bytes    [3]int64
+}
+
+// Counts is what one process did on one fd with reads and writes,
+// counted in the kernel. [0] is reads, [1] writes.
+type Counts struct {
+	Calls   [10]int64 // by RWSyscalls
+	Bytes   [2]int64
+	Seq     [2]int64 // at an offset past the previous access's last byte
+	Consec  [2]int64 // right after it
+	Time    [2]time.Duration
+	Sizes   [2][10]int64 // by SizeBuckets
+	MaxEnd  [2]int64     // highest offset accessed + 1
+	First   time.Duration
+	Last    time.Duration
+	LastOff [2]int64 // the last access's last byte
+	// FirstOff is the first access's offset + 1 (0: none known): the
+	// kernel judged it sequential or consecutive against the fd's
+	// previous access (none: offset 0), the aggregator judges it again
+	// against the file's.
+	FirstOff [2]int64
+}
+
+// RWSyscalls are the reads and writes the kernel counts (Counts.Calls),
+// in the order of the programs' index (bpf/trace.c, W_RW_SHIFT).
+var RWSyscalls = [10]string{"read", "pread64", "readv", "preadv", "preadv2", "write", "pwrite64", "writev", "pwritev", "pwritev2"}
 
 // Tracer holds the loaded programs and their links. Events are read with
 // Read; Close detaches everything.
@@ -71,14 +130,17 @@ func Open(opt Options) (*Tracer, error) {
 		t.Close()
 		return nil, err
 	}
+	// The fork hook first: a child forked between the attachments is
+	// then followed from its first call.
 	for _, p := range []struct {
 		name string
 		prog *ebpf.Program
-	}{{"sys_enter", t.objs.SysEnter}, {"sys_exit", t.objs.SysExit}} {
-		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: p.name, Program: p.prog})
+	}{{"sched_process_fork", t.objs.SchedProcessFork}, {"sys_enter", t.objs.SysEnter}, {"sys_exit", t.objs.SysExit},
+		{"block_rq_issue", t.objs.BlockRqIssue}} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
 		if err != nil {
 			t.Close()
-			return nil, fmt.Errorf("%w: attach raw tracepoint %s: %v", ErrUnavailable, p.name, err)
+			return nil, fmt.Errorf("%w: attach tp_btf %s: %v", ErrUnavailable, p.name, err)
 		}
 		t.links = append(t.links, l)
 	}
@@ -92,6 +154,9 @@ func Open(opt Options) (*Tracer, error) {
 // filterOf is the kernel-side filter of opt.
 func filterOf(opt Options) (traceConfig, error) {
 	cfg := traceConfig{Self: uint32(os.Getpid())}
+	if opt.Every {
+		cfg.Every = 1
+	}
 	switch {
 	case opt.Cgroup != "":
 		id, level, err := cgroupID(opt.Cgroup)
@@ -114,8 +179,7 @@ const (
 
 func (t *Tracer) configure(cfg traceConfig, pids []int) error {
 	for _, s := range syscalls {
-		w := uint32(1) | uint32(s.Path)<<1
-		if err := t.objs.Wanted.Put(s.Nr, w); err != nil {
+		if err := t.objs.Wanted.Put(s.Nr, wantedBits(s)); err != nil {
 			return fmt.Errorf("wanted[%d]: %w", s.Nr, err)
 		}
 	}
@@ -128,6 +192,31 @@ func (t *Tracer) configure(cfg traceConfig, pids []int) error {
 		return fmt.Errorf("config: %w", err)
 	}
 	return nil
+}
+
+// wantedBits is what the kernel does with s (bpf/trace.c, W_*).
+func wantedBits(s Syscall) uint32 {
+	const (
+		traced, flushRet, flushArg0, flushDup = 1, 1 << 3, 1 << 4, 1 << 5
+		rwShift, positioned                   = 8, 1 << 12
+	)
+	w := uint32(traced) | uint32(s.Path)<<1
+	switch s.Kind {
+	case KindOpen:
+		w |= flushRet
+	case KindClose:
+		w |= flushArg0
+	case KindDup:
+		w |= flushDup
+	case KindPRead, KindPWrite:
+		w |= positioned
+	}
+	for i, n := range RWSyscalls {
+		if n == s.Name {
+			w |= uint32(i+1) << rwShift
+		}
+	}
+	return w
 }
 
 // cgroupID returns the id of the cgroup v2 directory dir (its inode
@@ -181,11 +270,106 @@ func (t *Tracer) Read() (Event, error) {
 	return decode(t.rec.RawSample)
 }
 
+// Flush passes fn a Counts record for every fd with reads or writes
+// counted in the kernel since its last record (fds still open, or closed
+// with their process), and forgets them; then one Block record, the
+// requests issued to block devices since Open (or the last Flush). Call
+// it once the events are read. The records come in the order of their first access (the order
+// the aggregator judges sequential accesses to a file across fds in).
+func (t *Tracer) Flush(fn func(Event)) error {
+	var (
+		k    traceFdkey
+		v    traceAgg
+		keys []traceFdkey
+		evs  []Event
+	)
+	it := t.objs.Fdagg.Iterate()
+	for it.Next(&k, &v) {
+		evs = append(evs, Event{Pid: int(k.Pid), Args: [5]uint64{uint64(int64(k.Fd))}, Off: -1, Counts: countsOf(&v), Time: time.Duration(v.End)})
+		keys = append(keys, k)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read the kernel's counts: %w", err)
+	}
+	slices.SortStableFunc(evs, func(a, b Event) int { return cmp.Compare(a.Counts.First, b.Counts.First) })
+	for _, e := range evs {
+		fn(e)
+	}
+	for _, k := range keys {
+		t.objs.Fdagg.Delete(k)
+	}
+	blk, err := t.block()
+	if err != nil {
+		return err
+	}
+	events, entries := t.Dropped()
+	fn(Event{Block: blk, Lost: events + entries, Time: Now(), Off: -1})
+	return nil
+}
+
+// block sums the per-CPU counts of the block devices, by name.
+func (t *Tracer) block() ([]BlockIO, error) {
+	var (
+		dev  uint32
+		per  []traceBlkio
+		out  []BlockIO
+		devs []uint32
+	)
+	it := t.objs.Blk.Iterate()
+	for it.Next(&dev, &per) {
+		b := BlockIO{Dev: blockName(dev)}
+		for _, c := range per {
+			for i := range 3 {
+				b.Requests[i] += int64(c.Requests[i])
+				b.Bytes[i] += int64(c.Bytes[i])
+			}
+		}
+		out = append(out, b)
+		devs = append(devs, dev)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read the block devices' counts: %w", err)
+	}
+	for _, d := range devs {
+		t.objs.Blk.Delete(d)
+	}
+	slices.SortFunc(out, func(a, b BlockIO) int { return cmp.Compare(a.Dev, b.Dev) })
+	return out, nil
+}
+
+// blockName is the name of the block device dev (the kernel's dev_t:
+// major in the high 12 bits of 32, minor in the low 20), or
+// "major:minor" where sysfs does not know it.
+func blockName(dev uint32) string {
+	mm := fmt.Sprintf("%d:%d", dev>>20, dev&(1<<20-1))
+	if p, err := os.Readlink("/sys/dev/block/" + mm); err == nil {
+		return filepath.Base(p)
+	}
+	return mm
+}
+
+func countsOf(a *traceAgg) *Counts {
+	c := &Counts{First: time.Duration(a.First), Last: time.Duration(a.End)}
+	for i, n := range a.Calls {
+		c.Calls[i] = int64(n)
+	}
+	for d := range 2 {
+		c.Bytes[d], c.Seq[d], c.Consec[d] = int64(a.Bytes[d]), int64(a.Seq[d]), int64(a.Consec[d])
+		c.Time[d], c.MaxEnd[d], c.LastOff[d] = time.Duration(a.Time[d]), a.MaxEnd[d], a.Last[d]
+		c.FirstOff[d] = a.FirstOff[d]
+		for b, n := range a.Sizes[d] {
+			c.Sizes[d][b] = int64(n)
+		}
+	}
+	return c
+}
+
 // SetDeadline bounds the next Reads.
 func (t *Tracer) SetDeadline(d time.Time) { t.rd.SetDeadline(d) }
 
 // Dropped returns the events the kernel could not queue (a full ring
-// buffer) and the entries it could not record (a full table).
+// buffer) and the calls it could not follow (no task storage). (Reads
+// and writes it could not count for a full table come as events.)
 func (t *Tracer) Dropped() (events, entries uint64) {
 	var per []uint64
 	for i, p := range []*uint64{&events, &entries} {
@@ -215,17 +399,37 @@ func (t *Tracer) Close() error {
 	return errors.Join(errs...)
 }
 
+// Record flags (bpf/trace.c, F_*).
+const (
+	flagPath   = 1
+	flagSample = 2
+	flagAgg    = 4
+	flagFork   = 8
+)
+
 func decode(b []byte) (Event, error) {
 	if len(b) < int(sizeofEvent) {
 		return Event{}, fmt.Errorf("event of %d bytes, want %d", len(b), sizeofEvent)
 	}
 	raw := *(*traceEvent)(unsafePointer(b))
 	e := Event{Time: time.Duration(raw.Ts), Latency: time.Duration(raw.Lat), Pid: int(raw.Pid), Tid: int(raw.Tid),
-		Call: SyscallOf(raw.Nr), Ret: raw.Ret, Args: raw.Args}
+		Ret: raw.Ret, Args: raw.Args, Off: raw.Off, Sample: raw.Flags&flagSample != 0}
+	switch {
+	case raw.Flags&flagAgg != 0:
+		if len(b) < int(sizeofAggEvent) {
+			return Event{}, fmt.Errorf("counts record of %d bytes, want %d", len(b), sizeofAggEvent)
+		}
+		e.Counts = countsOf(&(*traceAggEvent)(unsafePointer(b)).A)
+		return e, nil
+	case raw.Flags&flagFork != 0:
+		e.Fork = true
+		return e, nil
+	}
+	e.Call = SyscallOf(raw.Nr)
 	if e.Call.Name == "" {
 		e.Call = Syscall{Nr: raw.Nr, Name: fmt.Sprintf("syscall_%d", raw.Nr)}
 	}
-	if raw.Flags&1 != 0 {
+	if raw.Flags&flagPath != 0 {
 		if len(b) < int(sizeofPathEvent) {
 			return Event{}, fmt.Errorf("path event of %d bytes, want %d", len(b), sizeofPathEvent)
 		}

@@ -7,6 +7,7 @@ import "unsafe"
 const (
 	sizeofEvent     = unsafe.Sizeof(traceEvent{})
 	sizeofPathEvent = unsafe.Sizeof(tracePathEvent{})
+	sizeofAggEvent  = unsafe.Sizeof(traceAggEvent{})
 )
 
 // unsafePointer views a ring-buffer sample as the kernel's struct event

@@ -339,7 +339,7 @@ func (f *file) readPage(i, po int64, dst []byte, around bool) error {
 	}
 	if found {
 		f.fs.stats.hits.Add(1)
-		f.io.hits.Add(1)
+		f.io.hit(f.bucket.PageTier(i))
 		f.demandHit(i)
 		return nil
 	}

@@ -51,3 +51,29 @@ func fileIOOf(t *testing.T, fs *testFS, path string) FileIO {
 	t.Fatalf("no FileIO of %s in %+v", path, fs.FileIO())
 	return FileIO{}
 }
+
+// TestFileIOTiers: the hits say which tier served them: with room for 2
+// pages in RAM, a file of 4 read twice is served from RAM and from the
+// file tier, every hit counted in one of them; the cold read's stage-ins
+// are reads of the backing store.
+func TestFileIOTiers(t *testing.T) {
+	fs := newTestFS(t, Writeback, 2*testPage, 64*testPage, noReadahead)
+	writeBacking(t, fs, "f", 4*testPage)
+	h := mustOpen(t, fs, "f", os.O_RDONLY)
+	defer h.Release()
+	buf := make([]byte, 4*testPage)
+	if _, err := h.ReadAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	cold := fileIOOf(t, fs, "f")
+	if cold.Misses != 4 || cold.StageReads < 1 || cold.StagedBytes != 4*testPage || cold.Hits != 0 {
+		t.Fatalf("cold read: %+v", cold)
+	}
+	if _, err := h.ReadAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	d := fileIOOf(t, fs, "f").Sub(cold)
+	if d.Hits != 4 || d.RAMHits+d.FileHits != 4 || d.RAMHits == 0 || d.FileHits == 0 || d.StageReads != 0 {
+		t.Fatalf("warm read over two tiers: %+v", d)
+	}
+}

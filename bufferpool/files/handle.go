@@ -326,13 +326,14 @@ func (h *Handle) ReadPinned(off int64, n int) (fd int, fdOff int64, length int, 
 	// read-ahead must not take again (a stage-in waiting in between for
 	// the write lock would deadlock them).
 	h.readAhead(off, n)
+	tier := f.bucket.PageTier(i) // not under the pin: its read lock is not reentrant
 	fd, fdOff, release, ok = f.bucket.PinPage(i, po, n)
 	if !ok {
 		return -1, 0, 0, nil, false
 	}
 	f.fs.stats.hits.Add(1)
 	f.fs.stats.bytesRead.Add(uint64(n))
-	f.io.hits.Add(1)
+	f.io.hit(tier)
 	f.io.read.Add(uint64(n))
 	f.demandHit(i)
 	return fd, fdOff, n, release, true

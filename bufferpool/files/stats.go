@@ -50,6 +50,7 @@ func (f *file) stageRead(buf []byte, off int64, direct bool) (n int, err error) 
 	f.fs.stats.stageLat.Since(t)
 	f.fs.stats.staged.Add(uint64(n))
 	f.io.staged.Add(uint64(n))
+	f.io.stageReads.Add(1)
 	return n, err
 }
 

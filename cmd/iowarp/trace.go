@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -44,9 +45,12 @@ filtered in the kernel. It sees every program: static binaries, Go, and
 fortified libc calls, which the LD_PRELOAD shim cannot. At the end it
 prints a table per file: bytes, calls, sequential fraction, time in I/O.
 
---output writes every event as a JSON line; --darshan writes the POSIX
-counters in darshan-parser's text layout; --html draws a timeline of the
-calls per process and file (one page, nothing fetched). Needs root.`,
+--output writes every event as a JSON line (then every call goes to user
+space; without it the kernel counts reads and writes per process and fd
+itself and sends a sample of them for the timeline); --darshan writes the
+POSIX counters in darshan-parser's text layout; --html draws a timeline
+of the calls per process and file, with the iowarp daemons' tier use
+sampled every 100ms under them (one page, nothing fetched). Needs root.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTrace(&f, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -91,6 +95,13 @@ func runTrace(f *traceFlags, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	before := snapshotPools(f.ctlDir)
+	var tiers <-chan []ebpf.TierSample
+	stopTiers := make(chan struct{})
+	stopSampling := sync.OnceFunc(func() { close(stopTiers) })
+	defer stopSampling()
+	if f.html != "" {
+		tiers = sampleTiers(f.ctlDir, tierInterval, stopTiers)
+	}
 	start := time.Now()
 	on := func(e ebpf.Event) {
 		agg.Add(e)
@@ -100,7 +111,7 @@ func runTrace(f *traceFlags, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-		runErr = ebpf.Run(cmd, on)
+		runErr = ebpf.Run(cmd, ebpf.Options{Every: f.output != ""}, on)
 		var exit *exec.ExitError
 		if runErr != nil && !errors.As(runErr, &exit) {
 			closeSink()
@@ -111,6 +122,12 @@ func runTrace(f *traceFlags, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	end := time.Now()
+	stopSampling()
+	if tiers != nil {
+		for _, s := range <-tiers {
+			agg.Timeline.AddTiers(s)
+		}
+	}
 	after := snapshotPools(f.ctlDir)
 	if err := closeSink(); err != nil {
 		return err
@@ -137,7 +154,7 @@ func runTrace(f *traceFlags, args []string, stdout, stderr io.Writer) error {
 
 // traceAttached traces --pid or --cgroup until --duration or a signal.
 func traceAttached(f *traceFlags, on func(ebpf.Event)) error {
-	t, err := ebpf.Open(ebpf.Options{Cgroup: f.cgroup, Pids: f.pids})
+	t, err := ebpf.Open(ebpf.Options{Cgroup: f.cgroup, Pids: f.pids, Every: f.output != ""})
 	if err != nil {
 		return err
 	}
@@ -149,26 +166,35 @@ func traceAttached(f *traceFlags, on func(ebpf.Event)) error {
 	if f.duration > 0 {
 		stop = time.After(f.duration)
 	}
-	for {
+	var drainUntil time.Time // once stopping: read what is queued, for at most a second
+	for done := false; ; {
 		t.SetDeadline(time.Now().Add(100 * time.Millisecond))
 		e, err := t.Read()
 		if err == nil {
 			on(e)
-			continue
+			if !done || time.Now().Before(drainUntil) {
+				continue
+			}
+			return t.Flush(on)
 		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
+		if done {
+			// The ring is read to the end: the kernel's counts last.
+			return t.Flush(on)
+		}
 		select {
 		case <-sig:
-			return nil
+			done = true
 		case <-stop:
-			return nil
+			done = true
 		default:
 		}
 		if len(f.pids) > 0 && !anyAlive(f.pids) {
-			return nil
+			done = true
 		}
+		drainUntil = time.Now().Add(time.Second)
 	}
 }
 
@@ -201,7 +227,7 @@ func eventSink(path string) (func(ebpf.Event), func() error, error) {
 	enc := json.NewEncoder(out)
 	var werr error
 	sink := func(e ebpf.Event) {
-		if werr == nil {
+		if werr == nil && e.Call.Name != "" { // a syscall, not a record of the kernel's
 			werr = enc.Encode(traceEvent{T: e.Time.Seconds(), Latency: float64(e.Latency) / 1e3, Pid: e.Pid, Tid: e.Tid,
 				Call: e.Call.Name, Ret: e.Ret, Args: e.Args[:], Path: e.Path})
 		}
