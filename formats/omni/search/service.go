@@ -1,0 +1,355 @@
+package search
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/iowarp/iowarp/formats/omni"
+	"github.com/iowarp/iowarp/formats/omni/view"
+)
+
+// Bounds of the service's work.
+const (
+	maxSyncLoads  = 256              // registry datasets (re)opened by one search
+	maxFreshLoads = 16               // changed datasets among the hits reopened by one search
+	saveEvery     = time.Second      // at most one write of the index file per this
+	coordDeadline = 30 * time.Second // to read one dataset's coordinates
+)
+
+// ServiceOptions configure a Service.
+type ServiceOptions struct {
+	// File is where the index persists ("" = kept in memory only).
+	File string
+	// Registry lists the assimilated datasets (omni.Registry dir; "" = none).
+	Registry string
+	// Mount is the mount point the views are under ("" = none: hits name
+	// their source instead of a view).
+	Mount string
+	Index Options
+	Logf  func(format string, args ...any)
+}
+
+// IndexFile is where the daemon of mount keeps its index: next to the
+// registry of assimilated datasets, one file per mount.
+func IndexFile(registryDir, mount string) string {
+	h := sha256.Sum256([]byte(mount))
+	return filepath.Join(filepath.Dir(registryDir), "search", hex.EncodeToString(h[:8])+".json")
+}
+
+// Service keeps an Index of what a view engine opens and of the
+// registry, for the daemon's control socket. OnLoad (the engine's hook)
+// queues a dataset; one goroutine reads its coordinates and indexes it.
+// Search first opens the assimilated datasets the index does not know
+// (or that were assimilated again) and reopens changed datasets among
+// its hits, so that answers follow the datasets. Safe for concurrent
+// use; Close it.
+type Service struct {
+	opt ServiceOptions
+	idx *Index
+
+	mu sync.Mutex
+	// guarded by mu:
+	engine  *view.Engine
+	pending map[string]job
+	busy    bool
+	closed  bool
+	changed *sync.Cond // signalled when pending or busy change
+	saved   time.Time
+
+	wake chan struct{}
+	done chan struct{}
+}
+
+type job struct {
+	d *view.Dataset
+	g *view.Generation
+}
+
+// NewService loads the index (a corrupt file is logged and starts an
+// empty one) and starts the indexer.
+func NewService(opt ServiceOptions) *Service {
+	if opt.Logf == nil {
+		opt.Logf = func(string, ...any) {}
+	}
+	idx := New(opt.Index)
+	if opt.File != "" {
+		Prune(filepath.Dir(opt.File), opt.File)
+		var err error
+		if idx, err = Load(opt.File, opt.Index); err != nil {
+			opt.Logf("%v: starting an empty search index", err)
+		}
+	}
+	s := &Service{opt: opt, idx: idx, pending: map[string]job{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s.changed = sync.NewCond(&s.mu)
+	go s.run()
+	return s
+}
+
+// Index is the service's index.
+func (s *Service) Index() *Index { return s.idx }
+
+// SetEngine gives the engine whose datasets Search opens (the mount's,
+// once it is mounted).
+func (s *Service) SetEngine(e *view.Engine) {
+	s.mu.Lock()
+	s.engine = e
+	s.mu.Unlock()
+}
+
+// OnLoad is the engine's hook (view.Options.OnLoad): it queues d.
+func (s *Service) OnLoad(d *view.Dataset, g *view.Generation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.pending[d.Key()] = job{d, g}
+	select { // under mu: Close closes wake under mu
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops the indexer and saves the index.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.pending = map[string]job{}
+	close(s.wake)
+	s.changed.Broadcast()
+	s.mu.Unlock()
+	<-s.done
+	return s.save()
+}
+
+func (s *Service) run() {
+	defer close(s.done)
+	for range s.wake {
+		for {
+			s.mu.Lock()
+			var j job
+			var key string
+			for key, j = range s.pending {
+				break
+			}
+			if key == "" {
+				s.busy = false
+				s.changed.Broadcast()
+				s.mu.Unlock()
+				break
+			}
+			delete(s.pending, key)
+			s.busy = true
+			s.mu.Unlock()
+			s.index(j)
+		}
+		s.mu.Lock()
+		due := time.Since(s.saved) >= saveEvery
+		s.mu.Unlock()
+		if due {
+			if err := s.save(); err != nil {
+				s.opt.Logf("%v", err)
+			}
+		}
+	}
+}
+
+func (s *Service) save() error {
+	if s.opt.File == "" {
+		return nil
+	}
+	s.mu.Lock()
+	s.saved = time.Now()
+	s.mu.Unlock()
+	return s.idx.Save(s.opt.File, s.opt.Mount)
+}
+
+// index describes one dataset's generation and puts it in the index.
+func (s *Service) index(j job) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.opt.Logf("search index: %s: panic: %v", j.d.Name(), r)
+		}
+	}()
+	ds := j.g.Model()
+	st := j.g.Stat()
+	d := Dataset{Key: j.d.Key(), Size: st.Size, ModTime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec), Updated: time.Now()}
+	d.Name, d.Source, d.View = s.names(j.d)
+	ctx, cancel := context.WithTimeout(context.Background(), coordDeadline)
+	defer cancel()
+	Describe(&d, ds, func(c *omni.Variable) ([]byte, error) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return j.g.ReadCoord(c)
+	})
+	s.idx.Update(d)
+}
+
+// names returns how a dataset is shown: its mount-relative path (or
+// registry name for a source outside the mount), the source, and its
+// .omni directory.
+func (s *Service) names(d *view.Dataset) (name, source, viewDir string) {
+	key := d.Key()
+	if rel, ok := strings.CutPrefix(key, "m:"); ok {
+		return rel, filepath.Join(s.opt.Mount, rel), filepath.Join(s.opt.Mount, ".omni", rel)
+	}
+	abs := strings.TrimPrefix(key, "x:")
+	name = abs
+	if s.opt.Registry != "" {
+		entries, _ := omni.Registry{Dir: s.opt.Registry}.List()
+		for _, e := range entries {
+			if filepath.Clean(e.Source) == abs {
+				name = e.Name
+				break
+			}
+		}
+	}
+	if s.opt.Mount == "" || name == abs {
+		return name, abs, abs
+	}
+	return name, abs, filepath.Join(s.opt.Mount, ".omni", name)
+}
+
+// Flush waits until every queued dataset is indexed (or ctx ends).
+func (s *Service) Flush(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.changed.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for (len(s.pending) > 0 || s.busy) && ctx.Err() == nil && !s.closed {
+		s.changed.Wait()
+	}
+	return ctx.Err()
+}
+
+// Result is the answer of Search.
+type Result struct {
+	Hits      []Hit `json:"hits"`
+	Datasets  int   `json:"datasets"`  // indexed
+	Variables int   `json:"variables"` // indexed
+}
+
+// ErrNoEngine: the daemon serves no views (no mount, or views off).
+var ErrNoEngine = errors.New("search: no OMNI views on this daemon")
+
+// Search answers q over an index brought up to date with the registry
+// and with the datasets among the hits that changed.
+func (s *Service) Search(ctx context.Context, q Query) (Result, error) {
+	s.mu.Lock()
+	e := s.engine
+	s.mu.Unlock()
+	if e != nil {
+		s.sync(ctx, e)
+	}
+	if err := s.Flush(ctx); err != nil {
+		return Result{}, fmt.Errorf("search: waiting for the indexer: %w", err)
+	}
+	hits := s.idx.Search(q)
+	if e != nil && s.refresh(e, hits) {
+		if err := s.Flush(ctx); err != nil {
+			return Result{}, fmt.Errorf("search: waiting for the indexer: %w", err)
+		}
+		hits = s.idx.Search(q)
+	}
+	n, v := s.idx.Len()
+	return Result{Hits: hits, Datasets: n, Variables: v}, nil
+}
+
+// sync opens the registry's datasets that the index lacks or holds in
+// an older state than the registry records.
+func (s *Service) sync(ctx context.Context, e *view.Engine) {
+	if s.opt.Registry == "" {
+		return
+	}
+	entries, err := omni.Registry{Dir: s.opt.Registry}.List()
+	if err != nil {
+		s.opt.Logf("search: registry: %v", err)
+		return
+	}
+	loads := 0
+	for _, en := range entries {
+		if ctx.Err() != nil || loads >= maxSyncLoads {
+			return
+		}
+		d := e.DatasetOf(en.Source)
+		got, ok := s.idx.Get(d.Key())
+		if ok && got.Size == en.Size && !got.ModTime.Before(en.ModTime) && !got.Updated.Before(en.Assimilated) {
+			continue
+		}
+		loads++
+		// A source that fails to open is logged by the engine, which
+		// remembers the failure (RetryAfter).
+		if g, err := d.Current(); err == nil && !s.pendingKey(d.Key()) {
+			// Current did not reload (the source is unchanged; it
+			// was assimilated again, or under another name).
+			s.OnLoad(d, g)
+		}
+	}
+}
+
+func (s *Service) pendingKey(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.pending[key]
+	return ok
+}
+
+// refresh reopens the datasets among hits whose source changed since
+// they were indexed, and drops those whose source is gone; it reports
+// whether it changed anything.
+func (s *Service) refresh(e *view.Engine, hits []Hit) bool {
+	seen := map[string]bool{}
+	changed := false
+	for _, h := range hits {
+		key := h.Key()
+		if seen[key] || len(seen) >= maxFreshLoads {
+			continue
+		}
+		seen[key] = true
+		d := datasetOf(e, key)
+		if d == nil {
+			continue
+		}
+		st, err := d.Lstat()
+		if err != nil {
+			s.idx.Remove(key)
+			changed = true
+			continue
+		}
+		got, ok := s.idx.Get(key)
+		if ok && got.Size == st.Size && got.ModTime.Equal(time.Unix(st.Mtim.Sec, st.Mtim.Nsec)) {
+			continue
+		}
+		if _, err := d.Current(); err != nil {
+			s.idx.Remove(key)
+		}
+		changed = true
+	}
+	return changed
+}
+
+func datasetOf(e *view.Engine, key string) *view.Dataset {
+	if rel, ok := strings.CutPrefix(key, "m:"); ok {
+		return e.DatasetAt(rel)
+	}
+	if abs, ok := strings.CutPrefix(key, "x:"); ok {
+		return e.DatasetOf(abs)
+	}
+	return nil
+}
