@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -163,6 +164,18 @@ func (x *Index) Get(key string) (Dataset, bool) {
 	return *d, true
 }
 
+// Keys returns the keys of the datasets indexed.
+func (x *Index) Keys() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	keys := make([]string, 0, len(x.sets))
+	for k := range x.sets {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 // Len returns the datasets and variables indexed.
 func (x *Index) Len() (datasets, variables int) {
 	x.mu.RLock()
@@ -301,11 +314,7 @@ type Hit struct {
 	LongName     string   `json:"long_name,omitempty"`
 	StandardName string   `json:"standard_name,omitempty"`
 	Units        string   `json:"units,omitempty"`
-	key          string
 }
-
-// Key is the dataset key of the hit.
-func (h Hit) Key() string { return h.key }
 
 // ParseWithin parses `lat=-10:10,lon=350:10,time=2024-01-01:2024-06-30`
 // (the filter syntax of views) into filters.
@@ -362,10 +371,11 @@ func (x *Index) Search(q Query) []Hit {
 	hits := make([]Hit, 0, min(len(scores), limit))
 	for id, s := range scores {
 		dc := x.docs[id]
-		if !within(dc.set, &dc.set.Vars[dc.v], q.Within) {
+		ok, fs := within(dc.set, &dc.set.Vars[dc.v], q.Within)
+		if !ok {
 			continue
 		}
-		hits = append(hits, hitOf(dc, s, q.Within))
+		hits = append(hits, hitOf(dc, s, fs))
 	}
 	sort.Slice(hits, func(i, j int) bool {
 		if hits[i].Score != hits[j].Score {
@@ -394,20 +404,45 @@ func hitOf(dc *doc, score float64, fs []omni.Filter) Hit {
 	}
 	return Hit{Dataset: d.Name, Source: d.Source, Variable: v.Path, Score: math.Round(score*1e4) / 1e4, Path: p,
 		Dims: v.Dims, Shape: v.Shape, DType: v.DType, LongName: v.LongName, StandardName: v.StandardName,
-		Units: v.Units, key: d.Key}
+		Units: v.Units}
 }
 
-// within reports whether every filter keeps some of v.
-func within(d *Dataset, v *Var, fs []omni.Filter) bool {
-	for _, f := range fs {
-		if !withinOne(d, v, f) {
-			return false
+// within reports whether every filter keeps some of v, and the filters
+// as v's view should be given them: a longitude range that meets v's
+// values only modulo 360 is shifted into the coordinate's convention
+// (lon=170:190 on a -180..180 grid is lon=-190:-170), so the path reads.
+func within(d *Dataset, v *Var, fs []omni.Filter) (bool, []omni.Filter) {
+	var out []omni.Filter
+	for i, f := range fs {
+		ok, shift := withinOne(d, v, f)
+		if !ok {
+			return false, nil
+		}
+		if shift != 0 {
+			if out == nil {
+				out = append([]omni.Filter(nil), fs...)
+			}
+			out[i] = shiftFilter(f, shift)
 		}
 	}
-	return true
+	if out == nil {
+		out = fs
+	}
+	return true, out
 }
 
-func withinOne(d *Dataset, v *Var, f omni.Filter) bool {
+func shiftFilter(f omni.Filter, by float64) omni.Filter {
+	move := func(s string) string {
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return s
+		}
+		return strconv.FormatFloat(x+by, 'g', -1, 64)
+	}
+	return omni.Filter{Dim: f.Dim, Lo: move(f.Lo), Hi: move(f.Hi)}
+}
+
+func withinOne(d *Dataset, v *Var, f omni.Filter) (bool, float64) {
 	stub := &omni.Variable{Name: v.Name, Path: v.Path, Dims: v.Dims, Shape: v.Shape}
 	for i := range v.Dims {
 		c := coordOf(d, v, i)
@@ -419,15 +454,15 @@ func withinOne(d *Dataset, v *Var, f omni.Filter) bool {
 			continue
 		}
 		if c == nil {
-			return false // an axis of that name without coordinate values
+			return false, 0 // an axis of that name without coordinate values
 		}
 		lo, hi, hiOpen, err := f.Bounds(cv)
 		if err != nil {
-			return false
+			return false, 0
 		}
 		return c.meets(lo, hi, hiOpen, isLon(cv, f.Dim))
 	}
-	return false
+	return false, 0
 }
 
 func coordOf(d *Dataset, v *Var, i int) *Coord {
@@ -459,21 +494,24 @@ func isLon(c *omni.Variable, name string) bool {
 }
 
 // meets reports whether some value of c lies in lo..hi (hi exclusive
-// when hiOpen); longitudes compare modulo 360, and lo > hi wraps through
-// 0 (350:10 is 350..360 and 0..10).
-func (c *Coord) meets(lo, hi float64, hiOpen, lon bool) bool {
+// when hiOpen), and the shift of the range that met them; longitudes
+// compare modulo 360, and lo > hi wraps through 0 (350:10 is 350..360
+// and 0..10; its views are not shifted).
+func (c *Coord) meets(lo, hi float64, hiOpen, lon bool) (bool, float64) {
 	if !lon {
-		return c.meetsRange(lo, hi, hiOpen)
+		return c.meetsRange(lo, hi, hiOpen), 0
 	}
 	if lo > hi {
-		return c.meets(mod360(lo), 360, true, true) || c.meets(0, mod360(hi), hiOpen, true)
+		a, _ := c.meets(mod360(lo), 360, true, true)
+		b, _ := c.meets(0, mod360(hi), hiOpen, true)
+		return a || b, 0
 	}
-	for _, s := range []float64{-720, -360, 0, 360, 720} {
+	for _, s := range []float64{0, -360, 360, -720, 720} {
 		if c.meetsRange(lo+s, hi+s, hiOpen) {
-			return true
+			return true, s
 		}
 	}
-	return false
+	return false, 0
 }
 
 func mod360(x float64) float64 {

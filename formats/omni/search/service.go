@@ -18,7 +18,7 @@ import (
 // Bounds of the service's work.
 const (
 	maxSyncLoads  = 256              // registry datasets (re)opened by one search
-	maxFreshLoads = 16               // changed datasets among the hits reopened by one search
+	maxFreshLoads = 16               // changed datasets reopened by one search
 	saveEvery     = time.Second      // at most one write of the index file per this
 	coordDeadline = 30 * time.Second // to read one dataset's coordinates
 )
@@ -248,25 +248,22 @@ type Result struct {
 // ErrNoEngine: the daemon serves no views (no mount, or views off).
 var ErrNoEngine = errors.New("search: no OMNI views on this daemon")
 
-// Search answers q over an index brought up to date with the registry
-// and with the datasets among the hits that changed.
+// Search answers q over an index brought up to date: the registry's
+// datasets it lacks are opened, and indexed datasets whose source changed
+// are reopened (at most maxFreshLoads per search; the others at the next)
+// or dropped when their source is gone.
 func (s *Service) Search(ctx context.Context, q Query) (Result, error) {
 	s.mu.Lock()
 	e := s.engine
 	s.mu.Unlock()
 	if e != nil {
 		s.sync(ctx, e)
+		s.refresh(e)
 	}
 	if err := s.Flush(ctx); err != nil {
 		return Result{}, fmt.Errorf("search: waiting for the indexer: %w", err)
 	}
 	hits := s.idx.Search(q)
-	if e != nil && s.refresh(e, hits) {
-		if err := s.Flush(ctx); err != nil {
-			return Result{}, fmt.Errorf("search: waiting for the indexer: %w", err)
-		}
-		hits = s.idx.Search(q)
-	}
 	n, v := s.idx.Len()
 	return Result{Hits: hits, Datasets: n, Variables: v}, nil
 }
@@ -310,38 +307,33 @@ func (s *Service) pendingKey(key string) bool {
 	return ok
 }
 
-// refresh reopens the datasets among hits whose source changed since
-// they were indexed, and drops those whose source is gone; it reports
-// whether it changed anything.
-func (s *Service) refresh(e *view.Engine, hits []Hit) bool {
-	seen := map[string]bool{}
-	changed := false
-	for _, h := range hits {
-		key := h.Key()
-		if seen[key] || len(seen) >= maxFreshLoads {
-			continue
-		}
-		seen[key] = true
+// refresh reopens the indexed datasets whose source changed since they
+// were indexed, and drops those whose source is gone (one stat each: the
+// file layer's for files of the mount).
+func (s *Service) refresh(e *view.Engine) {
+	loads := 0
+	for _, key := range s.idx.Keys() {
 		d := datasetOf(e, key)
 		if d == nil {
+			s.idx.Remove(key) // not a key of this engine (an index of another version)
 			continue
 		}
 		st, err := d.Lstat()
 		if err != nil {
 			s.idx.Remove(key)
-			changed = true
 			continue
 		}
 		got, ok := s.idx.Get(key)
-		if ok && got.Size == st.Size && got.ModTime.Equal(time.Unix(st.Mtim.Sec, st.Mtim.Nsec)) {
+		if !ok || (got.Size == st.Size && got.ModTime.Equal(time.Unix(st.Mtim.Sec, st.Mtim.Nsec))) {
 			continue
 		}
-		if _, err := d.Current(); err != nil {
-			s.idx.Remove(key)
+		if loads++; loads > maxFreshLoads {
+			return
 		}
-		changed = true
+		if _, err := d.Current(); err != nil {
+			s.idx.Remove(key) // no longer opens; the engine logged why
+		}
 	}
-	return changed
 }
 
 func datasetOf(e *view.Engine, key string) *view.Dataset {
