@@ -109,6 +109,8 @@ func startDaemon(t *testing.T) *daemon {
 	defer logf.Close()
 	d.cmd = exec.Command(bin, "mount", d.dir, "--backing", d.backing, "--ram", "256MiB", "--control-dir", ctl)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	// The registry and the search index of this daemon stay in base.
+	d.cmd.Env = append(os.Environ(), "IOWARP_STATE_DIR="+filepath.Join(base, "state"))
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +192,7 @@ func pipInstall(t *testing.T) string {
 
 // env is the environment the Python tests run in.
 func (d *daemon) env(site string) []string {
-	return append(os.Environ(), "PYTHONPATH="+site, "IOWARP_LIB="+d.lib, "IOWARP_MOUNT="+d.dir,
+	return append(os.Environ(), "PYTHONPATH="+site, "IOWARP_STATE_DIR="+filepath.Join(filepath.Dir(d.dir), "state"), "IOWARP_LIB="+d.lib, "IOWARP_MOUNT="+d.dir,
 		"IOWARP_TEST_BACKING="+d.backing, "IOWARP_CONTROL_DIR="+d.ctl, "IOWARP_IPC_SOCKET=",
 		"PYTHONDONTWRITEBYTECODE=1")
 }

@@ -13,6 +13,7 @@ search across datasets (iowarp.search).
 from ._lib import Error, NotFound
 from .client import Bucket, Client, connect, default_client
 from . import omni
+from .search import search
 
-__all__ = ["Bucket", "Client", "connect", "default_client", "Error", "NotFound", "omni"]
+__all__ = ["Bucket", "Client", "connect", "default_client", "Error", "NotFound", "omni", "search"]
 __version__ = "0.1.0"

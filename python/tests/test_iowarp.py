@@ -288,6 +288,45 @@ class TestOmni(unittest.TestCase):
         self.assertEqual(ds["x"][0, 0, 0], 0)
 
 
+class TestSearch(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.nc, cls.h5 = _make_files()
+        iowarp.omni.open(os.path.join(MOUNT, "climate.nc"))  # opened under .omni: indexed
+
+    def test_search_and_read(self):
+        import netCDF4
+
+        hits = iowarp.search("air temperature")
+        self.assertTrue(hits, "no hits")
+        h = hits[0]
+        self.assertEqual((h["dataset"], h["variable"]), ("climate.nc", "/temperature"))
+        self.assertEqual(h["path"], os.path.join(MOUNT, ".omni", "climate.nc", "temperature"))
+        self.assertEqual(h["units"], "K")
+        # lat=-10:10 keeps lat -10, 0, 10 (indices 2..4); the hit's path
+        # reads that selection, as netCDF4 does.
+        hits = iowarp.search("temperature", within={"lat": (-10, 10), "time": ("2024-01-31", "2024-03-01")})
+        self.assertEqual([x["variable"] for x in hits], ["/temperature"])
+        path = hits[0]["path"]
+        self.assertTrue(path.endswith("@lat=-10:10,time=2024-01-31:2024-03-01"), path)
+        with open(os.path.join(path, "shape")) as f:
+            shape = tuple(json_load(f))
+        got = np.fromfile(os.path.join(path, "data"), dtype="<i2").reshape(shape)
+        with netCDF4.Dataset(self.nc) as d:
+            d.set_auto_maskandscale(False)
+            want = d["temperature"][1:3, 2:5, :]
+        np.testing.assert_array_equal(got, want)
+        self.assertEqual(iowarp.search("temperature", within="lat=40:50"), [])
+        with self.assertRaises(iowarp.Error):
+            iowarp.search("x", mount="/nonexistent-mount")
+
+
+def json_load(f):
+    import json
+
+    return json.load(f)
+
+
 class TestXarray(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
