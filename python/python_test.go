@@ -49,6 +49,7 @@ func built(t *testing.T) (bin, lib string) {
 		for _, args := range [][]string{
 			{"build", "-o", filepath.Join(buildDir, "iowarp"), "github.com/iowarp/iowarp/cmd/iowarp"},
 			{"build", "-buildmode=c-shared", "-o", filepath.Join(buildDir, "libiowarp_py.so"), "github.com/iowarp/iowarp/adapters/capi"},
+			{"build", "-buildmode=c-shared", "-o", filepath.Join(buildDir, "libiowarp.so"), "github.com/iowarp/iowarp/adapters/posix"},
 		} {
 			if out, err := exec.Command(gobin, args...).CombinedOutput(); err != nil {
 				buildErr = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -214,5 +215,37 @@ func TestPython(t *testing.T) {
 	t.Logf("%s", out)
 	if !strings.Contains(string(out), "\nOK") {
 		t.Fatalf("no OK from unittest:\n%s", out)
+	}
+}
+
+// TestPythonUnderShim: under `iowarp run` (LD_PRELOAD of libiowarp.so)
+// the package reads datasets and searches, and refuses buckets with a
+// clear error instead of loading a second Go runtime.
+func TestPythonUnderShim(t *testing.T) {
+	requirePython(t, "numpy", "netCDF4")
+	d := startDaemon(t)
+	nc := filepath.Join(d.dir, "shim.nc")
+	script := `
+import sys, errno, numpy as np, netCDF4, iowarp
+nc = sys.argv[1]
+with netCDF4.Dataset(nc, "w") as f:
+    f.createDimension("x", 5)
+    v = f.createVariable("depth", "f8", ("x",)); v.units = "m"; v[:] = np.arange(5.0)
+np.testing.assert_array_equal(iowarp.omni.open(nc)["depth"][1:4], [1.0, 2.0, 3.0])
+assert [h["variable"] for h in iowarp.search("depth")] == ["/depth"], iowarp.search("depth")
+try:
+    iowarp.Bucket("b")
+except iowarp.Error as e:
+    assert e.errno == errno.ENOTSUP and "LD_PRELOAD" in str(e), e
+else:
+    raise AssertionError("a bucket under the shim")
+print("ok")
+`
+	cmd := exec.Command(python, "-c", script, nc)
+	cmd.Env = append(d.env("."), "LD_PRELOAD="+filepath.Join(filepath.Dir(d.lib), "libiowarp.so"))
+	cmd.Dir = "." // the package from the source tree: python/iowarp
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok") {
+		t.Fatalf("under the shim: %v\n%s", err, out)
 	}
 }
