@@ -275,8 +275,12 @@ class Variable:
         name = "data.raw" if raw and self.dataset.has_raw(self) else "data"
         path = os.path.join(self.view_dir(sel), name)
         if self.omni_dtype == "string":
+            # Variable-length strings: the view holds the selection as
+            # fixed-width strings of the width its dtype file names.
+            with builtins.open(os.path.join(self.view_dir(sel), "dtype")) as f:
+                width = f.read().strip()
             with builtins.open(path, "rb") as f:
-                return _decode_strings(f.read(), out_shape)
+                return _fixed_strings(f.read(), width, out_shape)
         a = np.empty(out_shape, self.dtype)
         mv = memoryview(a.reshape(-1).view(np.uint8)) if a.nbytes else memoryview(b"")
         with builtins.open(path, "rb", buffering=0) as f:
@@ -329,18 +333,17 @@ def _normalize(key, shape):
     return axes, (drop if any(drop) else None), (flip if any(flip) else None)
 
 
-def _decode_strings(b, shape):
-    out, i = [], 0
-    while i < len(b):
-        if i + 4 > len(b):
-            raise OSError(errno.EIO, "string data: truncated length")
-        n = int.from_bytes(b[i:i + 4], "little")
-        if i + 4 + n > len(b):
-            raise OSError(errno.EIO, "string data: length past the end")
-        out.append(b[i + 4:i + 4 + n].decode("utf-8", "replace"))
-        i += 4 + n
-    a = np.empty(len(out), dtype=object)
-    a[:] = out
+def _fixed_strings(b, width, shape):
+    """Fixed-width strings (NUL-padded UTF-8) as an object array of str."""
+    if not (width.startswith("S") and width[1:].isdigit()) or int(width[1:]) <= 0:
+        raise OSError(errno.EIO, "string view of dtype %r" % width)
+    n = int(width[1:])
+    count = int(np.prod(shape, dtype=np.int64))
+    if len(b) != n * count:
+        raise OSError(errno.EIO, "string data: %d bytes for %d strings of %d" % (len(b), count, n))
+    raw = np.frombuffer(b, dtype="S%d" % n)
+    a = np.empty(count, dtype=object)
+    a[:] = [x.decode("utf-8", "replace") for x in raw]
     return a.reshape(shape)
 
 

@@ -184,6 +184,10 @@ def _make_files():
         p = d.createVariable("precip", "f4", ("time", "lat", "lon"), zlib=True, chunksizes=(1, 7, 9))
         p.units = "mm"
         p[:] = np.random.default_rng(2).random((6, 7, 9)).astype("f4")
+        st = d.createVariable("station", str, ("lat",))
+        st.long_name = "station name"
+        for i in range(7):
+            st[i] = "st-%d" % i if i != 3 else "Zürich"
         g = d.createGroup("ocean")
         g.createDimension("depth", 4)
         dp = g.createVariable("depth", "f8", ("depth",))
@@ -244,6 +248,9 @@ class TestOmni(unittest.TestCase):
                 got = v[sel] if sel else v[...]
                 self.assertEqual(got.shape, want.shape, (name, sel))
                 np.testing.assert_array_equal(got, want, "%s%r" % (name, sel))
+        self.assertEqual(ds["station"].dtype, object)
+        self.assertEqual(list(ds["station"][2:5]), ["st-2", "Zürich", "st-4"])
+        self.assertEqual(ds["station"][-1], "st-6")
         sal = ds["/ocean/salinity"]
         np.testing.assert_array_equal(sal[1:3, ::3], ref["ocean"]["salinity"][1:3, ::3])
         self.assertEqual(ds.group("ocean").dims, {"depth": 4})
@@ -369,8 +376,10 @@ class TestXarray(unittest.TestCase):
             ds = xr.open_dataset(os.path.join(MOUNT, "climate.nc"), engine="iowarp",
                                  drop_variables=["precip"])
             self.assertNotIn("precip", ds)
-            # Only the index coordinates were read at open.
-            self.assertEqual({n for n, _ in reads}, {"time", "lat", "lon"})
+            # Only the index coordinates were read at open, and the
+            # string variable: xarray looks into object arrays for cftime
+            # dates (with the netcdf4 engine too).
+            self.assertEqual({n for n, _ in reads}, {"time", "lat", "lon", "station"})
             reads.clear()
             ref = xr.open_dataset(self.nc, engine="netcdf4")
             sub = ds.temperature.isel(time=2, lat=slice(1, 4), lon=[0, 5])
@@ -391,6 +400,22 @@ class TestXarray(unittest.TestCase):
             np.testing.assert_array_equal(ds["x"].values, f["x"][()])
             np.testing.assert_array_equal(ds["u8"].values, f["u8"][()])
             self.assertEqual(ds.attrs["experiment"], "run 7")
+
+    def test_csv(self):
+        import csv
+
+        import xarray as xr
+
+        p = os.path.join(BACKING, "table.csv")
+        with open(p, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["id", "value", "name"])
+            for i in range(30):
+                w.writerow([i, i * 0.5, "n%d" % i])
+        ds = xr.open_dataset(os.path.join(MOUNT, "table.csv"), engine="iowarp")
+        np.testing.assert_array_equal(ds["id"].values, np.arange(30))
+        np.testing.assert_array_equal(ds["value"].values, np.arange(30) * 0.5)
+        self.assertEqual(list(ds["name"].values[28:]), ["n28", "n29"])
 
     def test_zarr(self):
         import xarray as xr
