@@ -20,10 +20,13 @@
 // package that must not call C). The index here is a map of postings
 // rebuilt from the documents at load; only the documents are persisted.
 //
-// Bounds: at most Options.MaxVariables documents and MaxDatasets
-// datasets (the least recently indexed datasets are dropped first), at most
-// maxFieldBytes of text per field and maxAttrText of attribute text per
-// variable, MaxCoordValues values per coordinate. The file holds the
+// Bounds: at most Options.MaxVariables documents, MaxDatasets datasets
+// and MaxBytes of documents (an estimate, about the size of the file; the
+// least recently indexed datasets are dropped first, and a dataset larger
+// than MaxBytes alone keeps its coordinates' min and max only, then loses
+// its last variables), at most maxFieldBytes of text per field and
+// maxAttrText of attribute text per variable, MaxCoordValues values per
+// coordinate. The file holds the
 // documents as JSON, written through a temporary file and rename (mode
 // 0600), so a crash leaves the old or the new index; a file that does not
 // decode is an error at Open and the index starts empty (it is a cache

@@ -21,6 +21,7 @@ import (
 const (
 	DefaultMaxVariables = 200000
 	DefaultMaxDatasets  = 20000
+	DefaultMaxBytes     = 64 << 20 // of documents held (an estimate; the file is about as large)
 	// MaxCoordValues is the most values of one coordinate kept; a longer
 	// coordinate keeps its min and max only.
 	MaxCoordValues = 4096
@@ -86,8 +87,9 @@ const (
 
 // Options bound an Index.
 type Options struct {
-	MaxVariables int // 0 = DefaultMaxVariables
-	MaxDatasets  int // 0 = DefaultMaxDatasets
+	MaxVariables int   // 0 = DefaultMaxVariables
+	MaxDatasets  int   // 0 = DefaultMaxDatasets
+	MaxBytes     int64 // 0 = DefaultMaxBytes
 }
 
 // Index is the inverted index; see the package doc.
@@ -102,6 +104,7 @@ type Index struct {
 	postings map[string]map[uint32]float64
 	nextID   uint32
 	totalLen float64
+	bytes    int64 // sizeOf of every dataset held
 	dirty    bool
 }
 
@@ -121,6 +124,9 @@ func New(opt Options) *Index {
 	if opt.MaxDatasets <= 0 {
 		opt.MaxDatasets = DefaultMaxDatasets
 	}
+	if opt.MaxBytes <= 0 {
+		opt.MaxBytes = DefaultMaxBytes
+	}
 	return &Index{opt: opt, sets: map[string]*Dataset{}, docs: map[uint32]*doc{}, byKey: map[string][]uint32{},
 		postings: map[string]map[uint32]float64{}}
 }
@@ -132,10 +138,12 @@ func (x *Index) Update(d Dataset) {
 	if len(d.Vars) > x.opt.MaxVariables {
 		d.Vars = d.Vars[:x.opt.MaxVariables]
 	}
+	fit(&d, x.opt.MaxBytes)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.removeLocked(d.Key)
-	for len(x.sets) >= x.opt.MaxDatasets || len(x.docs)+len(d.Vars) > x.opt.MaxVariables {
+	for len(x.sets) >= x.opt.MaxDatasets || len(x.docs)+len(d.Vars) > x.opt.MaxVariables ||
+		x.bytes+sizeOf(&d) > x.opt.MaxBytes {
 		if !x.evictLocked() {
 			break
 		}
@@ -213,9 +221,44 @@ func (x *Index) removeLocked(key string) bool {
 		x.totalLen -= dc.len
 		delete(x.docs, id)
 	}
+	x.bytes -= sizeOf(x.sets[key])
 	delete(x.byKey, key)
 	delete(x.sets, key)
 	return true
+}
+
+// sizeOf estimates the bytes d holds.
+func sizeOf(d *Dataset) int64 {
+	n := int64(len(d.Key) + len(d.Name) + len(d.Source) + len(d.View) + len(d.Format) + len(d.Text) + 128)
+	for i := range d.Vars {
+		v := &d.Vars[i]
+		n += int64(len(v.Path)+len(v.Name)+len(v.DType)+len(v.LongName)+len(v.StandardName)+len(v.Units)+len(v.Attrs)) + 96
+		for j := range v.Dims {
+			n += int64(len(v.Dims[j])) + 16
+		}
+		for j := range v.Coords {
+			n += int64(len(v.Coords[j]))
+		}
+	}
+	for i := range d.Coords {
+		c := &d.Coords[i]
+		n += int64(len(c.Path)+len(c.Name)+len(c.Units)+len(c.Calendar)+len(c.StandardName)+len(c.Axis)) + 8*int64(len(c.Values)) + 96
+	}
+	return n
+}
+
+// fit makes one dataset hold at most max bytes: coordinate values go
+// first (min and max stay), then the last variables.
+func fit(d *Dataset, max int64) {
+	if sizeOf(d) <= max {
+		return
+	}
+	for i := range d.Coords {
+		d.Coords[i].Values = nil
+	}
+	for len(d.Vars) > 0 && sizeOf(d) > max {
+		d.Vars = d.Vars[:len(d.Vars)*3/4]
+	}
 }
 
 func (x *Index) addLocked(d *Dataset) {
@@ -254,6 +297,7 @@ func (x *Index) addLocked(d *Dataset) {
 		x.byKey[d.Key] = append(x.byKey[d.Key], id)
 		x.totalLen += dc.len
 	}
+	x.bytes += sizeOf(d)
 }
 
 func trimmed(d Dataset) Dataset {

@@ -181,6 +181,23 @@ func TestBounded(t *testing.T) {
 	if n, v := x.Len(); n != 0 || v != 0 || len(x.postings) != 0 || x.totalLen > 1e-9 {
 		t.Fatalf("after removing all: %d %d %d postings, length %v", n, v, len(x.postings), x.totalLen)
 	}
+	// The bytes held are bounded: coordinate values go first.
+	z := New(Options{MaxBytes: 4096})
+	d = grid("m:big", "big", t0)
+	d.Coords[0].Values = make([]float64, 1000)
+	z.Update(d)
+	if got, ok := z.Get("m:big"); !ok || got.Coords[0].Values != nil || len(got.Vars) != 3 {
+		t.Fatalf("a dataset over MaxBytes: %+v", got)
+	}
+	for i := range 50 {
+		z.Update(grid(fmt.Sprint("m:", i), fmt.Sprint(i), t0.Add(time.Duration(i)*time.Second)))
+	}
+	z.mu.RLock()
+	held := z.bytes
+	z.mu.RUnlock()
+	if n, _ := z.Len(); held > 4096 || n == 0 || n > 4 {
+		t.Fatalf("%d bytes in %d datasets held, bound 4096", held, n)
+	}
 	// Text fields are cut.
 	d = grid("m:long", "long", t0)
 	d.Vars[0].Attrs = string(make([]byte, 10*maxAttrText))
