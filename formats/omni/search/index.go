@@ -28,8 +28,10 @@ const (
 	maxFieldBytes  = 1024 // of one text field
 	maxAttrText    = 4096 // of the other attributes of one variable
 	maxFileBytes   = 512 << 20
-	// DefaultLimit is the hits a search returns unless asked.
+	// DefaultLimit is the hits a search returns unless asked; MaxLimit
+	// the most it returns.
 	DefaultLimit = 20
+	MaxLimit     = 1000
 )
 
 // ErrCorrupt: the index file does not decode.
@@ -342,7 +344,7 @@ func utf8Start(c byte) bool { return c&0xC0 != 0x80 }
 type Query struct {
 	Text   string        `json:"text"`
 	Within []omni.Filter `json:"within,omitempty"`
-	Limit  int           `json:"limit,omitempty"` // 0 = DefaultLimit
+	Limit  int           `json:"limit,omitempty"` // 0 = DefaultLimit; at most MaxLimit
 }
 
 // Hit is one variable found.
@@ -382,6 +384,7 @@ func (x *Index) Search(q Query) []Hit {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
+	limit = min(limit, MaxLimit)
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	scores := map[uint32]float64{}
