@@ -8,7 +8,8 @@
 // the shim on (or half on) in a process that asked for a client.
 //
 // Every function returns 0 or a negative errno (-ENOENT for a missing
-// blob or bucket, -EINVAL, -ENOSPC, -EEXIST, -ENOBUFS when a buffer is too
+// blob or bucket, -EINVAL, -ENOSPC when the pool is full, -ENOMEM when
+// this client's shared segment is, -EEXIST, -ENOBUFS when a buffer is too
 // small, -EPIPE when the daemon is gone, -EIO otherwise) and, when err is
 // not NULL, sets *err to a message the caller frees with iowarp_free.
 // Objects are opaque 64-bit handles (runtime/cgo.Handle), each released
@@ -40,6 +41,7 @@ import (
 	"unsafe"
 
 	"github.com/iowarp/iowarp/client"
+	"github.com/iowarp/iowarp/runtime/shm"
 )
 
 func main() {}
@@ -49,6 +51,8 @@ func errCode(err error) C.int {
 	switch {
 	case err == nil:
 		return 0
+	case errors.Is(err, shm.ErrNoSpace):
+		return -C.int(syscall.ENOMEM) // this client's segment is full (the pool's is ENOSPC)
 	case errors.Is(err, client.ErrNotFound):
 		return -C.int(syscall.ENOENT)
 	case errors.Is(err, client.ErrInvalid):

@@ -16,7 +16,8 @@ Where the bytes are copied:
   into ``out`` copy once from the segment into it: two copies in all, one
   here and the daemon's.
 - A transfer larger than a quarter of the segment (``segment_size``, 64 MiB
-  by default) is made in pieces of that size through the copying calls.
+  by default) is made in pieces of that size through the copying calls, and
+  so is a get while the segment is full of arrays still alive.
 
 A numpy array put with ``put`` keeps its dtype and shape as tags of the
 blob (``numpy.dtype``, ``numpy.shape``), so ``get`` returns it as it was.
@@ -33,6 +34,9 @@ import numpy as np
 
 from . import _lib
 from ._lib import Error, NotFound, encode
+
+# The pieces of a read through a full segment.
+_SMALL_PIECE = 256 << 10
 
 DTYPE_TAG = "numpy.dtype"
 SHAPE_TAG = "numpy.shape"
@@ -322,7 +326,10 @@ class Bucket:
             return _shaped(raw[:self._read_into(blob, 0, raw)], dt, shape)
         b = encode(blob)
         while True:
-            buf = _Buffer(self.client, max(size, 1))
+            buf = self._segment_or_none(size)
+            if buf is None:  # the segment is full of arrays still alive
+                raw = np.empty(size, np.uint8)
+                return _shaped(raw[:self._read_into(blob, 0, raw, _SMALL_PIECE)], dt, shape)
             got = ctypes.c_int64()
             try:
                 _lib.call("iowarp_get_buffer", self._handle(), b, buf.handle, ctypes.byref(got))
@@ -349,7 +356,10 @@ class Bucket:
             raw = np.empty(size, np.uint8)
             n = self._read_into(blob, int(offset), raw)
             return raw[:n]
-        buf = _Buffer(self.client, max(size, 1))
+        buf = self._segment_or_none(size)
+        if buf is None:
+            raw = np.empty(size, np.uint8)
+            return raw[:self._read_into(blob, int(offset), raw, _SMALL_PIECE)]
         got = ctypes.c_int64()
         try:
             _lib.call("iowarp_partial_get_buffer", self._handle(), b, int(offset), buf.handle,
@@ -359,18 +369,37 @@ class Bucket:
             raise
         return buf.array(got.value)
 
-    def _read_into(self, blob, offset, raw):
+    def _segment_or_none(self, size):
+        """A segment buffer of size bytes, or None when the segment has no
+        room (arrays from earlier gets still hold it): then the copying
+        path is taken."""
+        try:
+            return _Buffer(self.client, max(size, 1))
+        except Error as e:
+            if e.errno == errno.ENOMEM:  # the segment, not the pool (ENOSPC)
+                return None
+            raise
+
+    def _read_into(self, blob, offset, raw, piece=None):
         """Reads into a uint8 array in pieces (one copy here each)."""
         if not raw.flags.c_contiguous or not raw.flags.writeable:
             raise ValueError("out must be a writeable C-contiguous array")
         b = encode(blob)
         n, done = raw.nbytes, 0
         addr = raw.ctypes.data
+        piece = piece or self.client.piece
         while done < n:
-            k = min(self.client.piece, n - done)
+            k = min(piece, n - done)
             got = ctypes.c_int64()
-            _lib.call("iowarp_partial_get", self._handle(), b, offset + done,
-                      ctypes.c_void_p(addr + done), k, ctypes.byref(got))
+            try:
+                _lib.call("iowarp_partial_get", self._handle(), b, offset + done,
+                          ctypes.c_void_p(addr + done), k, ctypes.byref(got))
+            except Error as e:
+                if e.errno == errno.ENOMEM:
+                    raise Error(errno.ENOMEM, "%s: the client's shared segment is held by arrays from "
+                                "earlier gets (free them, copy them, use out=, or connect with a "
+                                "larger segment_size)" % e) from None
+                raise
             done += got.value
             if got.value < k:
                 break

@@ -119,6 +119,19 @@ class TestBucket(unittest.TestCase):
         part = self.b.partial_get("big", 8 << 20, 12 << 20)
         np.testing.assert_array_equal(part, a.view(np.uint8)[8 << 20:20 << 20])
 
+    def test_segment_full(self):
+        # Arrays held from gets fill the 16 MiB segment; later gets copy
+        # into the heap instead of failing.
+        a = np.arange(3 << 17, dtype=np.float64)  # 3 MiB
+        self.b.put("f", a)
+        held = [self.b.get("f") for _ in range(8)]
+        for g in held:
+            np.testing.assert_array_equal(g, a)
+        self.assertIsNone(iowarp.client._segment_buffer(held[-1])[0])
+        self.assertIsNotNone(iowarp.client._segment_buffer(held[0])[0])
+        del held
+        self.assertIsNotNone(iowarp.client._segment_buffer(self.b.get("f"))[0])
+
     def test_missing_and_delete(self):
         with self.assertRaises(KeyError):
             self.b.get("nope")
