@@ -95,6 +95,30 @@ func TestSearch(t *testing.T) {
 			t.Fatalf("assimilate: %d %s", code, errs)
 		}
 
+		// A job whose dataset_filter keeps /sst: the t2m it leaves
+		// out of its view is left out of the hits.
+		job := filepath.Join(base, "job.yaml")
+		os.WriteFile(job, []byte("name: era5sst\ntransfers:\n  - src: file::"+outside+"\n    dst: era5sst\n    dataset_filter: /sst\n"), 0o644)
+		if _, errs, code := cliResult(t, "assimilate", job); code != 0 {
+			t.Fatalf("assimilate job: %d %s", code, errs)
+		}
+		res, _ := searchCLI(t, ctl, "air_temperature t2m sst")
+		var sst []string
+		for _, h := range res.Hits {
+			if h.Dataset == "era5sst" {
+				sst = append(sst, h.Variable)
+			}
+		}
+		if len(sst) != 1 || sst[0] != "/sst" {
+			t.Errorf("hits of the job's dataset %v, want [/sst] (its filter keeps only that)", sst)
+		}
+		// A dataset no longer in the registry leaves the index.
+		for _, f := range []string{"era5sst.json", "era5sst.schema.json"} {
+			if err := os.Remove(filepath.Join(state, "omni", f)); err != nil {
+				t.Fatal(err)
+			}
+		}
+
 		res, code := searchCLI(t, ctl, "sea surface temperature")
 		got := hitNames(res)
 		if code != 0 || len(got) < 2 || got[0] != "era5:/sst" || got[1] != "era5:/t2m" {

@@ -175,51 +175,73 @@ func (s *Service) save() error {
 	return s.idx.Save(s.opt.File, s.opt.Mount)
 }
 
-// index describes one dataset's generation and puts it in the index.
+// index describes one dataset's generation and puts it in the index:
+// once per registry name for a source outside the mount (each with its
+// own view and dataset_filter), else under the engine's key.
 func (s *Service) index(j job) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.opt.Logf("search index: %s: panic: %v", j.d.Name(), r)
 		}
 	}()
-	ds := j.g.Model()
 	st := j.g.Stat()
-	d := Dataset{Key: j.d.Key(), Size: st.Size, ModTime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec), Updated: time.Now()}
-	d.Name, d.Source, d.View = s.names(j.d)
+	base := Dataset{Size: st.Size, ModTime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec), Updated: time.Now()}
 	ctx, cancel := context.WithTimeout(context.Background(), coordDeadline)
 	defer cancel()
-	Describe(&d, ds, func(c *omni.Variable) ([]byte, error) {
+	Describe(&base, j.g.Model(), func(c *omni.Variable) ([]byte, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return j.g.ReadCoord(c)
 	})
-	s.idx.Update(d)
+	for _, n := range s.names(j.d) {
+		d := base
+		d.Key, d.Name, d.Source, d.View = n.key, n.name, n.source, n.view
+		if n.filter != "" {
+			// The view of a dataset assimilated by a job shows only
+			// what its dataset_filter keeps: so do the hits.
+			d.Vars = nil
+			for _, v := range base.Vars {
+				if omni.MatchesFilter(v.Path, n.filter) {
+					d.Vars = append(d.Vars, v)
+				}
+			}
+		}
+		s.idx.Update(d)
+	}
 }
 
-// names returns how a dataset is shown: its mount-relative path (or
-// registry name for a source outside the mount), the source, and its
-// .omni directory.
-func (s *Service) names(d *view.Dataset) (name, source, viewDir string) {
+// shown is how one indexed dataset is shown.
+type shown struct {
+	key, name, source, view, filter string
+}
+
+// names returns how a dataset is shown: for a file of the mount, its
+// mount-relative path and view; for a source outside, each registry
+// entry that names it ("r:" keys: its name, view and dataset_filter).
+func (s *Service) names(d *view.Dataset) []shown {
 	key := d.Key()
 	if rel, ok := strings.CutPrefix(key, "m:"); ok {
-		return rel, filepath.Join(s.opt.Mount, rel), filepath.Join(s.opt.Mount, ".omni", rel)
+		return []shown{{key, rel, filepath.Join(s.opt.Mount, rel), filepath.Join(s.opt.Mount, ".omni", rel), ""}}
 	}
 	abs := strings.TrimPrefix(key, "x:")
-	name = abs
+	var out []shown
 	if s.opt.Registry != "" {
 		entries, _ := omni.Registry{Dir: s.opt.Registry}.List()
 		for _, e := range entries {
 			if filepath.Clean(e.Source) == abs {
-				name = e.Name
-				break
+				v := abs
+				if s.opt.Mount != "" {
+					v = filepath.Join(s.opt.Mount, ".omni", e.Name)
+				}
+				out = append(out, shown{"r:" + e.Name, e.Name, abs, v, e.Filter})
 			}
 		}
 	}
-	if s.opt.Mount == "" || name == abs {
-		return name, abs, abs
+	if len(out) == 0 {
+		out = append(out, shown{key, abs, abs, abs, ""})
 	}
-	return name, abs, filepath.Join(s.opt.Mount, ".omni", name)
+	return out
 }
 
 // Flush waits until every queued dataset is indexed (or ctx ends).
@@ -285,7 +307,11 @@ func (s *Service) sync(ctx context.Context, e *view.Engine) {
 			return
 		}
 		d := e.DatasetOf(en.Source)
-		got, ok := s.idx.Get(d.Key())
+		key := d.Key()
+		if strings.HasPrefix(key, "x:") {
+			key = "r:" + en.Name
+		}
+		got, ok := s.idx.Get(key)
 		if ok && got.Size == en.Size && !got.ModTime.Before(en.ModTime) && !got.Updated.Before(en.Assimilated) {
 			continue
 		}
@@ -313,9 +339,9 @@ func (s *Service) pendingKey(key string) bool {
 func (s *Service) refresh(e *view.Engine) {
 	loads := 0
 	for _, key := range s.idx.Keys() {
-		d := datasetOf(e, key)
+		d := s.datasetOf(e, key)
 		if d == nil {
-			s.idx.Remove(key) // not a key of this engine (an index of another version)
+			s.idx.Remove(key) // no longer assimilated, or a key of another version
 			continue
 		}
 		st, err := d.Lstat()
@@ -336,9 +362,16 @@ func (s *Service) refresh(e *view.Engine) {
 	}
 }
 
-func datasetOf(e *view.Engine, key string) *view.Dataset {
+func (s *Service) datasetOf(e *view.Engine, key string) *view.Dataset {
 	if rel, ok := strings.CutPrefix(key, "m:"); ok {
 		return e.DatasetAt(rel)
+	}
+	if name, ok := strings.CutPrefix(key, "r:"); ok {
+		en, err := omni.Registry{Dir: s.opt.Registry}.Get(name)
+		if err != nil || s.opt.Registry == "" {
+			return nil // no longer assimilated
+		}
+		return e.DatasetOf(en.Source)
 	}
 	if abs, ok := strings.CutPrefix(key, "x:"); ok {
 		return e.DatasetOf(abs)
