@@ -194,7 +194,7 @@ func pipInstall(t *testing.T) string {
 // env is the environment the Python tests run in.
 func (d *daemon) env(site string) []string {
 	return append(os.Environ(), "PYTHONPATH="+site, "IOWARP_STATE_DIR="+filepath.Join(filepath.Dir(d.dir), "state"), "IOWARP_LIB="+d.lib, "IOWARP_MOUNT="+d.dir,
-		"IOWARP_TEST_BACKING="+d.backing, "IOWARP_CONTROL_DIR="+d.ctl, "IOWARP_IPC_SOCKET=",
+		"IOWARP_TEST_BACKING="+d.backing, "IOWARP_CONTROL_DIR="+d.ctl, "IOWARP_IPC_SOCKET=", "IOWARP_TEST_BIN="+d.bin,
 		"PYTHONDONTWRITEBYTECODE=1")
 }
 

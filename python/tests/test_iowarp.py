@@ -302,6 +302,32 @@ class TestOmni(unittest.TestCase):
         with self.assertRaises(KeyError):
             iowarp.omni.open(os.path.join(MOUNT, "lab.h5"))["nope"]
 
+    def test_assimilated(self):
+        # A file outside the mount, assimilated by name: opened by name.
+        import subprocess
+        import tempfile
+
+        import netCDF4
+        import xarray as xr
+
+        out = os.path.join(tempfile.mkdtemp(), "outside.nc")
+        with netCDF4.Dataset(out, "w") as d:
+            d.createDimension("x", 6)
+            v = d.createVariable("wind", "f4", ("x",))
+            v.units = "m s-1"
+            v[:] = np.arange(6) * 1.5
+        subprocess.run([os.environ["IOWARP_TEST_BIN"], "assimilate", out, "--name", "pyoutside"],
+                       check=True, capture_output=True)
+        ds = iowarp.omni.open("pyoutside")
+        self.assertEqual(ds.path, out)
+        np.testing.assert_array_equal(ds["wind"][::2], [0, 3, 6])
+        x = xr.open_dataset("pyoutside", engine="iowarp")
+        np.testing.assert_array_equal(x["wind"].values, np.arange(6) * 1.5)
+        self.assertEqual(x["wind"].attrs["units"], "m s-1")
+        hits = iowarp.search("wind")
+        self.assertEqual([(h["dataset"], h["variable"]) for h in hits], [("pyoutside", "/wind")])
+        self.assertEqual(hits[0]["path"], os.path.join(MOUNT, ".omni", "pyoutside", "wind"))
+
     def test_view_path(self):
         ds = iowarp.omni.open(os.path.join(MOUNT, ".omni", "lab.h5"))
         self.assertEqual(ds.path, os.path.join(BACKING, "lab.h5"))
