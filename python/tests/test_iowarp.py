@@ -304,13 +304,16 @@ class TestOmni(unittest.TestCase):
 
     def test_assimilated(self):
         # A file outside the mount, assimilated by name: opened by name.
+        import shutil
         import subprocess
         import tempfile
 
         import netCDF4
         import xarray as xr
 
-        out = os.path.join(tempfile.mkdtemp(), "outside.nc")
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        out = os.path.join(tmp, "outside.nc")
         with netCDF4.Dataset(out, "w") as d:
             d.createDimension("x", 6)
             v = d.createVariable("wind", "f4", ("x",))
