@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/iowarp/iowarp/formats/omni"
+	"github.com/iowarp/iowarp/internal/mountinfo"
 )
 
 // Bounds of the index (Options override the first two).
@@ -688,12 +689,21 @@ func decode(b []byte) ([]*Dataset, error) {
 }
 
 // Prune removes the index files in dir, other than keep, of mounts whose
-// mount point is gone (each test or job mount leaves one otherwise), and
-// files that do not name their mount.
+// mount point is gone (not mounted, and no such directory: each test or
+// job mount leaves one otherwise), and files that do not name their
+// mount.
 func Prune(dir, keep string) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
+	}
+	// A mounted point is kept without a stat (the daemon of another
+	// mount may hang, and a stat of its root would wait for it).
+	mounted := map[string]bool{}
+	if ms, err := mountinfo.Mounts(); err == nil {
+		for _, m := range ms {
+			mounted[m.Point] = true
+		}
 	}
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
@@ -705,7 +715,10 @@ func Prune(dir, keep string) {
 			os.Remove(p)
 			continue
 		}
-		if st, err := os.Stat(m); err != nil || !st.IsDir() {
+		if mounted[m] {
+			continue
+		}
+		if st, err := os.Lstat(m); err != nil || !st.IsDir() {
 			os.Remove(p)
 		}
 	}
