@@ -64,6 +64,9 @@ type Coord struct {
 	Min          float64   `json:"min"`
 	Max          float64   `json:"max"`
 	Values       []float64 `json:"values,omitempty"` // sorted; empty past MaxCoordValues
+
+	role string         // the CF role, as omni.AxisMatches sees it (set by prepare)
+	cv   *omni.Variable // the coordinate as omni.Filter.Bounds wants it (set by prepare)
 }
 
 // Var is one variable: a document.
@@ -265,6 +268,9 @@ func fit(d *Dataset, max int64) {
 }
 
 func (x *Index) addLocked(d *Dataset) {
+	for i := range d.Coords {
+		d.Coords[i].prepare()
+	}
 	x.sets[d.Key] = d
 	dsTerms := tokens(d.Name + " " + d.Text)
 	for i := range d.Vars {
@@ -416,26 +422,36 @@ func (x *Index) Search(q Query) []Hit {
 			scores[id] += idf * f * (k1 + 1) / (f + k1*(1-b+b*dl/avg))
 		}
 	}
-	hits := make([]Hit, 0, min(len(scores), limit))
-	for id, s := range scores {
-		dc := x.docs[id]
-		ok, fs := within(dc.set, &dc.set.Vars[dc.v], q.Within)
-		if !ok {
-			continue
-		}
-		hits = append(hits, hitOf(dc, s, fs))
+	// Best first (ties by dataset and variable), then the filters, until
+	// limit hits: only the hits shown are built.
+	type scored struct {
+		dc    *doc
+		score float64
 	}
-	sort.Slice(hits, func(i, j int) bool {
-		if hits[i].Score != hits[j].Score {
-			return hits[i].Score > hits[j].Score
+	ranked := make([]scored, 0, len(scores))
+	for id, sc := range scores {
+		ranked = append(ranked, scored{x.docs[id], sc})
+	}
+	sort.Slice(ranked, func(i, j int) bool {
+		a, b := ranked[i], ranked[j]
+		if a.score != b.score {
+			return a.score > b.score
 		}
-		if hits[i].Dataset != hits[j].Dataset {
-			return hits[i].Dataset < hits[j].Dataset
+		if a.dc.set.Name != b.dc.set.Name {
+			return a.dc.set.Name < b.dc.set.Name
 		}
-		return hits[i].Variable < hits[j].Variable
+		return a.dc.set.Vars[a.dc.v].Path < b.dc.set.Vars[b.dc.v].Path
 	})
-	if len(hits) > limit {
-		hits = hits[:limit]
+	m := newMatcher(q.Within)
+	hits := make([]Hit, 0, min(len(ranked), limit))
+	for _, r := range ranked {
+		if len(hits) == limit {
+			break
+		}
+		ok, fs := m.within(r.dc.set, &r.dc.set.Vars[r.dc.v])
+		if ok {
+			hits = append(hits, hitOf(r.dc, r.score, fs))
+		}
 	}
 	return hits
 }
@@ -455,26 +471,81 @@ func hitOf(dc *doc, score float64, fs []omni.Filter) Hit {
 		Units: v.Units}
 }
 
+// roles are the CF roles a filter name or a coordinate may have.
+var roles = []string{"time", "lat", "lon", "level"}
+
+// roleOfName is the CF role a filter's name answers to ("" for none),
+// as omni.AxisMatches sees it.
+func roleOfName(name string) string {
+	stub := &omni.Variable{Dims: []string{""}}
+	for _, r := range roles {
+		if omni.AxisMatches(stub, 0, &omni.Variable{Name: r}, name) {
+			return r
+		}
+	}
+	return ""
+}
+
+// prepare computes the coordinate's CF role (standard_name, axis, units
+// or its name, as omni.AxisMatches sees it) and its variable, once, when
+// the dataset enters the index.
+func (c *Coord) prepare() {
+	c.cv = c.variable()
+	stub := &omni.Variable{Dims: []string{""}}
+	for _, r := range roles {
+		if omni.AxisMatches(stub, 0, c.cv, r) {
+			c.role = r
+			return
+		}
+	}
+}
+
+// matcher answers the filters of one search, remembering each
+// coordinate's answer (the variables of a dataset share them).
+type matcher struct {
+	fs    []omni.Filter
+	roles []string
+	memo  map[matchKey]match
+}
+
+type matchKey struct {
+	c *Coord
+	f int
+}
+
+type match struct {
+	ok    bool
+	shift float64
+}
+
+func newMatcher(fs []omni.Filter) *matcher {
+	m := &matcher{fs: fs, memo: map[matchKey]match{}}
+	for _, f := range fs {
+		m.roles = append(m.roles, roleOfName(f.Dim))
+	}
+	return m
+}
+
 // within reports whether every filter keeps some of v, and the filters
 // as v's view should be given them: a longitude range that meets v's
 // values only modulo 360 is shifted into the coordinate's convention
 // (lon=170:190 on a -180..180 grid is lon=-190:-170), so the path reads.
-func within(d *Dataset, v *Var, fs []omni.Filter) (bool, []omni.Filter) {
+func (m *matcher) within(d *Dataset, v *Var) (bool, []omni.Filter) {
 	var out []omni.Filter
-	for i, f := range fs {
-		ok, shift := withinOne(d, v, f)
+	for i, f := range m.fs {
+		ok, shift := m.withinOne(d, v, i)
 		if !ok {
 			return false, nil
 		}
 		if shift != 0 {
 			if out == nil {
-				out = append([]omni.Filter(nil), fs...)
+				out = append([]omni.Filter(nil), m.fs...)
 			}
 			out[i] = shiftFilter(f, shift)
 		}
 	}
 	if out == nil {
-		out = fs
+		out = m.fs
 	}
 	return true, out
 }
@@ -490,25 +561,28 @@ func shiftFilter(f omni.Filter, by float64) omni.Filter {
 	return omni.Filter{Dim: f.Dim, Lo: move(f.Lo), Hi: move(f.Hi)}
 }
 
-func withinOne(d *Dataset, v *Var, f omni.Filter) (bool, float64) {
-	stub := &omni.Variable{Name: v.Name, Path: v.Path, Dims: v.Dims, Shape: v.Shape}
-	for i := range v.Dims {
-		c := coordOf(d, v, i)
-		var cv *omni.Variable
-		if c != nil {
-			cv = c.variable()
-		}
-		if !omni.AxisMatches(stub, i, cv, f.Dim) {
+// withinOne: the first axis of v that answers to filter i (its
+// dimension's name, or its coordinate's CF role) decides.
+func (m *matcher) withinOne(d *Dataset, v *Var, i int) (bool, float64) {
+	f, role := m.fs[i], m.roles[i]
+	for a := range v.Dims {
+		c := coordOf(d, v, a)
+		if v.Dims[a] != f.Dim && (c == nil || role == "" || c.role != role) {
 			continue
 		}
 		if c == nil {
 			return false, 0 // an axis of that name without coordinate values
 		}
-		lo, hi, hiOpen, err := f.Bounds(cv)
-		if err != nil {
-			return false, 0
+		k := matchKey{c, i}
+		if r, ok := m.memo[k]; ok {
+			return r.ok, r.shift
 		}
-		return c.meets(lo, hi, hiOpen, isLon(cv, f.Dim))
+		var r match
+		if lo, hi, hiOpen, err := f.Bounds(c.cv); err == nil {
+			r.ok, r.shift = c.meets(lo, hi, hiOpen, role == "lon" || c.role == "lon")
+		}
+		m.memo[k] = r
+		return r.ok, r.shift
 	}
 	return false, 0
 }
@@ -534,11 +608,6 @@ func (c *Coord) variable() *omni.Variable {
 		}
 	}
 	return v
-}
-
-func isLon(c *omni.Variable, name string) bool {
-	return omni.AxisMatches(&omni.Variable{Dims: []string{""}}, 0, c, "lon") ||
-		strings.EqualFold(name, "lon") || strings.EqualFold(name, "longitude")
 }
 
 // meets reports whether some value of c lies in lo..hi (hi exclusive
