@@ -218,9 +218,9 @@ type buffer struct {
 	b *client.Buffer
 }
 
-// iowarp_alloc allocates n bytes in the client's shared segment and
-// returns its handle and address (valid until iowarp_buffer_free, or the
-// client's close).
+// iowarp_alloc allocates n bytes in the client's shared segment, not
+// zeroed, and returns its handle and address (valid until
+// iowarp_buffer_free, or the client's close).
 //
 //export iowarp_alloc
 func iowarp_alloc(h C.uint64_t, n C.int64_t, out *C.uint64_t, addr *unsafe.Pointer, err **C.char) C.int {
@@ -231,7 +231,9 @@ func iowarp_alloc(h C.uint64_t, n C.int64_t, out *C.uint64_t, addr *unsafe.Point
 	if n <= 0 || int64(n) > 1<<40 {
 		return fail(fmt.Errorf("alloc of %d bytes: %w", n, client.ErrInvalid), err)
 	}
-	b, e := c.Alloc(int(n))
+	// Not zeroed (the bytes are stale contents of this client's own
+	// segment): every caller fills it, or has the daemon fill it.
+	b, e := c.IPC().AllocUninit(int(n))
 	if e != nil {
 		return fail(e, err)
 	}

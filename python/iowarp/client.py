@@ -184,7 +184,8 @@ class Client:
 
     def empty(self, shape, dtype=np.float64):
         """A new array in the shared segment (uninitialised, like
-        numpy.empty): put copies nothing of it in this process."""
+        numpy.empty: it may hold this client's earlier transfers): put
+        copies nothing of it in this process."""
         dt = np.dtype(dtype)
         n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
         return _Buffer(self, max(n, 1)).array(n, dt, shape)
