@@ -16,7 +16,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Every system package the project uses (build, tests, benchmarks).
 APT_PACKAGES := fuse3 libfuse3-dev libhdf5-dev libnetcdf-dev hdf5-tools netcdf-bin \
 	openmpi-bin libopenmpi-dev fio clang libbpf-dev python3-h5py python3-netcdf4 \
-	python3-numpy python3-xarray python3-zarr attr acl rsync jq e2fsprogs chromium
+	python3-numpy python3-xarray python3-zarr attr acl rsync jq e2fsprogs chromium \
+	python3-pip python3-setuptools python3-wheel
 
 # Installation layout (GNU conventions; DESTDIR is prepended to every
 # path, for packaging and for the install test).
@@ -30,6 +31,9 @@ SYSCONFDIR ?= /etc
 SYSTEMDDIR ?= $(LIBDIR)/systemd/system
 DESTDIR ?=
 INSTALL ?= install
+# The Python package (python/) goes where PYTHON finds it for PREFIX.
+PYTHON ?= /usr/bin/python3
+PYTHONDIR ?= $(shell $(PYTHON) -c 'import sys; print("$(PREFIX)/lib/python3/dist-packages" if "$(PREFIX)" == "/usr" else "$(PREFIX)/lib/python%d.%d/dist-packages" % sys.version_info[:2])' 2>/dev/null)
 
 # Version stamped into the binary (iowarp --version).
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo 0.1.0-dev)
@@ -72,11 +76,13 @@ go-check:
 		echo "deps: Go $$have"; \
 	fi
 
-## build: bin/iowarp and bin/libiowarp.so (the LD_PRELOAD shim)
+## build: bin/iowarp, bin/libiowarp.so (the LD_PRELOAD shim) and
+## bin/libiowarp_py.so (the client's C API, for python/iowarp)
 build: go-check
 	$(GOBUILD) -o $(BIN) ./cmd/iowarp
 	$(GOBUILD) -buildmode=c-shared -o bin/libiowarp.so ./adapters/posix
-	rm -f bin/libiowarp.h
+	$(GOBUILD) -buildmode=c-shared -o bin/libiowarp_py.so ./adapters/capi
+	rm -f bin/libiowarp.h bin/libiowarp_py.h
 
 # Files install writes, relative to DESTDIR (uninstall removes them).
 SLURM_SCRIPTS := iowarp-slurm-prolog iowarp-slurm-epilog
@@ -96,6 +102,12 @@ install: build
 		$(DESTDIR)$(DATADIR)/fish/vendor_completions.d
 	$(INSTALL) -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/iowarp
 	$(INSTALL) -m 0755 bin/libiowarp.so $(DESTDIR)$(LIBDIR)/iowarp/libiowarp.so
+	$(INSTALL) -m 0755 bin/libiowarp_py.so $(DESTDIR)$(LIBDIR)/iowarp/libiowarp_py.so
+	@if [ -n "$(PYTHONDIR)" ] && $(PYTHON) -m pip --version >/dev/null 2>&1; then \
+		echo "install: python package into $(DESTDIR)$(PYTHONDIR)"; \
+		$(PYTHON) -m pip install -q --no-build-isolation --no-deps --no-index --disable-pip-version-check \
+			--no-cache-dir --target $(DESTDIR)$(PYTHONDIR) ./python && rm -rf python/build python/iowarp.egg-info; \
+	else echo "install: no pip for $(PYTHON) (make deps): python package not installed"; fi
 	for u in $(UNITS); do \
 		$(SUBST) contrib/systemd/$$u > $(DESTDIR)$(SYSTEMDDIR)/$$u; chmod 0644 $(DESTDIR)$(SYSTEMDDIR)/$$u; done
 	for s in $(SLURM_SCRIPTS); do \
@@ -112,7 +124,9 @@ install: build
 
 ## uninstall: remove what install wrote (the config only if unchanged).
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/iowarp $(DESTDIR)$(LIBDIR)/iowarp/libiowarp.so
+	rm -f $(DESTDIR)$(BINDIR)/iowarp $(DESTDIR)$(LIBDIR)/iowarp/libiowarp.so $(DESTDIR)$(LIBDIR)/iowarp/libiowarp_py.so
+	if [ -n "$(PYTHONDIR)" ]; then rm -rf $(DESTDIR)$(PYTHONDIR)/iowarp $(DESTDIR)$(PYTHONDIR)/iowarp-*.dist-info; \
+		rmdir $(DESTDIR)$(PYTHONDIR) 2>/dev/null || true; fi
 	rm -f $(addprefix $(DESTDIR)$(SYSTEMDDIR)/,$(UNITS)) $(addprefix $(DESTDIR)$(LIBEXECDIR)/iowarp/,$(SLURM_SCRIPTS))
 	rm -f $(DESTDIR)$(MANDIR)/man1/iowarp.1 $(DESTDIR)$(MANDIR)/man1/iowarp-*.1
 	rm -f $(DESTDIR)$(DATADIR)/bash-completion/completions/iowarp \

@@ -262,3 +262,42 @@ func (b *Bucket) GetBuffer(blob string, buf *Buffer) (int, error) {
 	}
 	return res.N, err
 }
+
+// PartialGetBuffer reads up to n bytes of blob from off into buf (a
+// buffer from Alloc) at bufOff, and returns the bytes read (fewer at the
+// end of the blob). The daemon writes them straight into buf: no copy in
+// this process.
+func (b *Bucket) PartialGetBuffer(blob string, off int64, buf *Buffer, bufOff, n int) (int, error) {
+	if bufOff < 0 || n < 0 || bufOff > buf.Len()-n {
+		return 0, fmt.Errorf("partial get: %d bytes at %d of a %d-byte buffer: %w", n, bufOff, buf.Len(), ErrInvalid)
+	}
+	k, err := b.c.newCall(cte.Name, cte.MPartialGet, b.args(blob).I64(off).Bytes(), nil, 0)
+	if err != nil {
+		return 0, err
+	}
+	k.out = buf.Slice(bufOff, n)
+	res, err := b.c.c.Do(k.m, k.args, k.in, k.out)
+	k.buf.Free()
+	if err != nil {
+		return 0, err
+	}
+	if res.N > n {
+		return 0, fmt.Errorf("partial get: daemon returned %d bytes for %d: %w", res.N, n, runtime.ErrInternal)
+	}
+	return res.N, nil
+}
+
+// PartialPutBuffer writes n bytes of buf (a buffer from Alloc) from
+// bufOff at off of blob, growing (or creating) it, without copying them
+// in this process.
+func (b *Bucket) PartialPutBuffer(blob string, off int64, buf *Buffer, bufOff, n int) error {
+	if bufOff < 0 || n < 0 || bufOff > buf.Len()-n {
+		return fmt.Errorf("partial put: %d bytes at %d of a %d-byte buffer: %w", n, bufOff, buf.Len(), ErrInvalid)
+	}
+	k, err := b.c.newCall(cte.Name, cte.MPartialPut, b.args(blob).I64(off).Bytes(), nil, errRoom)
+	if err != nil {
+		return err
+	}
+	k.in = buf.Slice(bufOff, n)
+	return k.do(nil)
+}

@@ -299,3 +299,41 @@ func TestTaskState(t *testing.T) {
 		t.Fatalf("get of a missing blob: %v %v", s, miss.Wait())
 	}
 }
+
+// TestPartialBuffers: PartialGetBuffer and PartialPutBuffer move bytes
+// between a range of a segment buffer and a range of a blob; a range
+// outside the buffer is ErrInvalid, with nothing sent.
+func TestPartialBuffers(t *testing.T) {
+	d := startDaemon(t)
+	c := connect(t, d)
+	b, _ := c.Bucket("partial-buffers")
+	buf, err := c.Alloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Free()
+	copy(buf.Bytes(), "0123456789abcdef")
+	if err := b.PartialPutBuffer("p", 4, buf, 10, 6); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Get("p")
+	if err != nil || string(got) != "\x00\x00\x00\x00abcdef" {
+		t.Fatalf("get after partial put: %v %q", err, got)
+	}
+	clear(buf.Bytes())
+	n, err := b.PartialGetBuffer("p", 6, buf, 32, 16)
+	if err != nil || n != 4 || string(buf.Bytes()[32:36]) != "cdef" {
+		t.Fatalf("partial get: %v %d %q", err, n, buf.Bytes()[32:36])
+	}
+	for _, r := range [][2]int{{60, 8}, {-1, 2}, {0, 65}, {0, -1}} {
+		if _, err := b.PartialGetBuffer("p", 0, buf, r[0], r[1]); !errors.Is(err, ErrInvalid) {
+			t.Errorf("partial get of %v of a 64-byte buffer: %v", r, err)
+		}
+		if err := b.PartialPutBuffer("p", 0, buf, r[0], r[1]); !errors.Is(err, ErrInvalid) {
+			t.Errorf("partial put of %v of a 64-byte buffer: %v", r, err)
+		}
+	}
+	if got, _ := b.Get("p"); len(got) != 10 {
+		t.Fatalf("a refused put changed the blob: %q", got)
+	}
+}

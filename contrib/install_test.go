@@ -23,6 +23,9 @@ func TestInstall(t *testing.T) {
 	}{
 		{"/usr/bin/iowarp", 0o755},
 		{"/usr/lib/iowarp/libiowarp.so", 0o755},
+		{"/usr/lib/iowarp/libiowarp_py.so", 0o755},
+		{"/usr/lib/python3/dist-packages/iowarp/__init__.py", 0},
+		{"/usr/lib/python3/dist-packages/iowarp/xarray_backend.py", 0},
 		{"/usr/lib/systemd/system/iowarp.service", 0o644},
 		{"/usr/lib/systemd/system/iowarp@.service", 0o644},
 		{"/usr/libexec/iowarp/iowarp-slurm-prolog", 0o755},

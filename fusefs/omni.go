@@ -50,6 +50,8 @@ type OMNIOptions struct {
 	// one helper request per RetryAfter; a helper that failed for a
 	// passing reason (a deadline on a loaded node) is not final.
 	RetryAfter time.Duration
+	// OnLoad is view.Options.OnLoad (the search index's hook).
+	OnLoad func(d *view.Dataset, g *view.Generation)
 }
 
 // OMNIStats counts what the views did; for tests and `iowarp stat`.
@@ -68,7 +70,7 @@ func newOMNI(m *mount, dir string, opt *OMNIOptions) *omniFS {
 		return nil
 	}
 	e := view.New(view.Options{Formats: opt.Formats, Pool: opt.Pool, Files: m.fs, MountDir: filepath.Clean(dir),
-		BlockSize: opt.BlockSize, Logf: opt.Logf, RetryAfter: opt.RetryAfter})
+		BlockSize: opt.BlockSize, Logf: opt.Logf, RetryAfter: opt.RetryAfter, OnLoad: opt.OnLoad})
 	if e == nil {
 		return nil
 	}
@@ -84,6 +86,14 @@ func (s *Server) OMNIStats() OMNIStats {
 		return OMNIStats{}
 	}
 	return s.omni.Stats()
+}
+
+// OMNIEngine is the view engine of the mount's /.omni (nil when off).
+func (s *Server) OMNIEngine() *view.Engine {
+	if s.omni == nil {
+		return nil
+	}
+	return s.omni.Engine
 }
 
 // asCaller is ctx carrying the FUSE caller of the request, for reads of

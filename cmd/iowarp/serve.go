@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
 	"github.com/iowarp/iowarp/formats/helper"
-	"github.com/iowarp/iowarp/formats/omni"
+	"github.com/iowarp/iowarp/formats/omni/search"
 	"github.com/iowarp/iowarp/fusefs"
 	"github.com/iowarp/iowarp/internal/fuseuring"
 	"github.com/iowarp/iowarp/internal/host"
@@ -58,6 +59,10 @@ type daemon struct {
 	drain  *drainStatus // systemd's view of the drain (notify.go)
 	// endDrain stops the drain's progress (nil: none shown).
 	endDrain func()
+
+	// search indexes the datasets of the views and the registry (nil
+	// without a mount); the control socket's "search" answers from it.
+	search atomic.Pointer[search.Service]
 }
 
 // serve checks, mounts, reports readiness on ready (if not nil), serves
@@ -165,7 +170,7 @@ func (d *daemon) open() error {
 		"top":   func() (any, error) { return d.fsys.TopDirty(topFiles), nil },
 		// What the pool did per file (iowarp trace joins it).
 		"fileio": func() (any, error) { return d.fsys.FileIO(), nil },
-	}, stageStreams(d.fsys))
+	}, withSearch(stageStreams(d.fsys), &d.search))
 	if err != nil {
 		return err
 	}
@@ -185,11 +190,14 @@ func (d *daemon) open() error {
 		Passthrough:    cfg.Passthrough,
 		WritebackCache: cfg.WritebackCache,
 		IPCSocket:      d.ipc.srv.Path(),
-		OMNI:           &fusefs.OMNIOptions{Formats: d.fmts, Pool: d.pool, Registry: omni.DefaultRegistryDir()},
+		OMNI:           d.omniOptions(),
 		Metrics:        d.reqs,
 	})
 	if errors.Is(err, syscall.EPERM) && os.Geteuid() != 0 {
 		return fmt.Errorf("%w (iowarp mount needs root)", err)
+	}
+	if s := d.search.Load(); err == nil && s != nil {
+		s.SetEngine(d.srv.OMNIEngine())
 	}
 	if err == nil && d.prom != nil {
 		d.prom.Serve(metrics.Sources{Files: d.fsys.Stats, Latencies: d.fsys.Latencies, FUSE: d.reqs.Each,
@@ -262,6 +270,7 @@ func (d *daemon) wait(sigs *signals) {
 	}
 	// Format helpers may hold files open through the mount (scratch
 	// mode): stop them first, or the unmount finds the mount busy.
+	d.closeSearch()
 	if d.fmts != nil {
 		d.fmts.Close()
 	}
@@ -392,6 +401,7 @@ func (d *daemon) close() error {
 		note("unmount "+d.cfg.Mount, d.srv.Unmount())
 	}
 	note("stop ipc", d.ipc.Close())
+	d.closeSearch()
 	if d.fmts != nil {
 		note("stop format helpers", d.fmts.Close())
 	}

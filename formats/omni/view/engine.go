@@ -80,6 +80,10 @@ type Options struct {
 	// one helper request per RetryAfter; a helper that failed for a
 	// passing reason (a deadline on a loaded node) is not final.
 	RetryAfter time.Duration
+	// OnLoad, if set, is called (with no lock held) each time a
+	// Dataset's new Generation opened without error: the search index
+	// learns of datasets and of their changes so. It must not block.
+	OnLoad func(d *Dataset, g *Generation)
 }
 
 // Stats counts what the views did; for tests and `iowarp stat`.
@@ -254,6 +258,9 @@ func (d *Dataset) Current() (*Generation, error) {
 	d.gen, d.loading = g, nil
 	d.mu.Unlock()
 	close(ch)
+	if g.err == nil && d.o.opt.OnLoad != nil {
+		d.o.opt.OnLoad(d, g)
+	}
 	return g, g.err
 }
 

@@ -162,6 +162,10 @@ func (g *Generation) cachedPlan(key string, raw bool, resolve func() (*omni.Vari
 	return p, nil
 }
 
+// ReadCoord reads the raw values of a coordinate variable as the
+// coordinate filters of views do (the search index keeps them).
+func (g *Generation) ReadCoord(c *omni.Variable) ([]byte, error) { return g.readCoord(c) }
+
 // readCoord reads a coordinate variable for a coordinate filter.
 func (g *Generation) readCoord(c *omni.Variable) ([]byte, error) {
 	if c.External {
