@@ -281,13 +281,20 @@ func (pt *pageTable) noteDataEnd(end int64) {
 	}
 }
 
-// publishDataEnd is noteDataEnd for the owner's size, which also sets the
-// word the first time.
+// publishDataEnd sets the word to the owner's size the first time the
+// owner publishes one: every byte the table does not show then lies below
+// it (the backing file's, a lower tier's). Later sizes do not raise it:
+// the owner's size grows by writes whose pages the table shows (shims',
+// and the FUSE door's, which land in the first tier or raise the word
+// themselves: enterTierLocked), by truncations and fallocates up (zeros),
+// and by the shims' own extensions, which leave holes. Raising it to them
+// sent a rank of a shared file to the kernel path for its whole block
+// when it opened after the other rank had written past it (the grant
+// publishes the size). The daemon raises it where data appears beside
+// the table: a page leaving the first tier (setLocked), a page placed
+// below it, a backing file changed behind the pool (NoteDataEnd).
 func (pt *pageTable) publishDataEnd(size int64) {
-	p := pt.word64(ptOffNewFrom)
-	if !atomic.CompareAndSwapInt64(p, math.MaxInt64, size) {
-		maxInt64(p, size)
-	}
+	atomic.CompareAndSwapInt64(pt.word64(ptOffNewFrom), math.MaxInt64, size)
 }
 
 // ptSetLocked records a page entering or leaving the first tier. A page
@@ -299,6 +306,7 @@ func (b *Bucket) ptSetLocked(i int64, resident bool) {
 		return
 	}
 	if resident && b.coverLocked(pt, (i+1)*b.pageSize) != nil {
+		pt.noteDataEnd((i + 1) * b.pageSize) // in the pool, not shown: no hole for shims
 		return
 	}
 	pt.setLocked(i, resident)
@@ -532,6 +540,17 @@ func (b *Bucket) SetSharedSize(size int64) {
 		maxInt64(pt.size(), size)
 	}
 	b.jsizeChangedLocked()
+	b.mu.RUnlock()
+}
+
+// NoteDataEnd tells the page table that the file holds data below end
+// that the pool does not (the backing file changed behind it): no shim
+// may create a page there as a hole (ptOffNewFrom).
+func (b *Bucket) NoteDataEnd(end int64) {
+	b.mu.RLock()
+	if pt := b.pt; pt != nil {
+		pt.noteDataEnd(end)
+	}
 	b.mu.RUnlock()
 }
 

@@ -173,6 +173,7 @@ func (f *file) revalidate() (dropped bool) {
 		return false
 	}
 	f.size.Store(st.Size)
+	f.bucket.NoteDataEnd(st.Size) // the backing file's new bytes: no holes for shims
 	f.shareSize()
 	f.backingSize.Store(st.Size)
 	f.stateMu.Lock()
