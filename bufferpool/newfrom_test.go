@@ -52,3 +52,37 @@ func TestNewFromWord(t *testing.T) {
 		t.Fatalf("after page 8 left the table: new_from %d, want %d", got, 9*ps)
 	}
 }
+
+// TestAttrWords: AttrChanged raises the table's attribute generation and
+// ShimMtime reads the mtime word shims stamp, both without the bucket's
+// lock (a harvest's callback holds it), and both are no-ops once the
+// table is gone.
+func TestAttrWords(t *testing.T) {
+	const ps = 64 << 10
+	p := testPool(t, 16*ps, 16*ps)
+	b := mustBucket(t, p, "f", ps)
+	b.AttrChanged() // no table yet
+	if b.ShimMtime() != 0 {
+		t.Fatal("ShimMtime without a table")
+	}
+	if _, _, err := b.PageTable(true); err != nil {
+		t.Fatal(err)
+	}
+	gen := func() uint64 { return atomic.LoadUint64(b.pt.word(ptOffAttrGen)) }
+	g0 := gen()
+	b.mu.Lock() // as a harvest's callback runs
+	b.AttrChanged()
+	atomic.StoreInt64(b.pt.word64(ptOffMtime), 12345)
+	got := b.ShimMtime()
+	b.mu.Unlock()
+	if gen() != g0+1 || got != 12345 {
+		t.Fatalf("generation %d (want %d), mtime %d", gen(), g0+1, got)
+	}
+	b.mu.Lock()
+	b.dropPageTableLocked()
+	b.mu.Unlock()
+	b.AttrChanged()
+	if b.ShimMtime() != 0 || b.ptReaders.Load() != 0 {
+		t.Fatal("words read after the table was dropped")
+	}
+}
