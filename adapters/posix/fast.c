@@ -667,8 +667,8 @@ ssize_t iow_fast_append(struct iow_ofd *o, const void *buf, size_t n, off_t *at)
  * bufferpool/files), with the size and mtime that shims keep current in
  * the table: the size word, and the mtime word every fast write stamps
  * (stamp); ctime and blocks follow them as the daemon's own answer does
- * (bufferpool/files, overlay). 0 when served; else -2, with *gen the
- * generation to fill the cache under after asking the kernel. */
+ * (bufferpool/files, overlay). 0 when served; -2 to ask the kernel and
+ * fill the cache under *gen; -3 when the fd has no maps (no cache). */
 static void st_lock(struct fastmap *m)
 {
 	while (__atomic_exchange_n(&m->st_lock, 1, __ATOMIC_ACQUIRE))
@@ -680,11 +680,11 @@ static void st_unlock(struct fastmap *m) { __atomic_store_n(&m->st_lock, 0, __AT
 int iow_fast_fstat(struct iow_ofd *o, struct stat *st, uint64_t *gen)
 {
 	if (iow_in_child)
-		return -2;
+		return -3;
 	iow_fast_ensure(o);
 	struct fastmap *m = (struct fastmap *)o->gohandle;
 	if (!m)
-		return -2;
+		return -3;
 	uint64_t g = __atomic_load_n((const uint64_t *)(m->pt + IOW_PT_OFF_ATTR_GEN), __ATOMIC_ACQUIRE);
 	*gen = g;
 	st_lock(m);

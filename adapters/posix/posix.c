@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <linux/magic.h>
 
 #ifndef FUSE_SUPER_MAGIC
@@ -588,6 +589,35 @@ DECL_REAL_T(__fxstat64, int (*)(int, int, struct stat64 *));
 
 _Static_assert(sizeof(struct stat) == sizeof(struct stat64), "struct stat64 is struct stat (LP64)");
 
+/* fresh_stat is fstat asked of the daemon afresh (a forced statx: the
+ * kernel's cached attributes may predate a change the table's generation
+ * already shows); 0, or -1 with errno kept (the caller asks fstat). */
+static int fresh_stat(int fd, struct stat *st)
+{
+	int e = errno;
+	struct statx sx;
+	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_BASIC_STATS, &sx) != 0 ||
+	    (sx.stx_mask & STATX_BASIC_STATS) != STATX_BASIC_STATS) {
+		errno = e;
+		return -1;
+	}
+	memset(st, 0, sizeof *st);
+	st->st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+	st->st_ino = sx.stx_ino;
+	st->st_mode = sx.stx_mode;
+	st->st_nlink = sx.stx_nlink;
+	st->st_uid = sx.stx_uid;
+	st->st_gid = sx.stx_gid;
+	st->st_rdev = makedev(sx.stx_rdev_major, sx.stx_rdev_minor);
+	st->st_size = (off_t)sx.stx_size;
+	st->st_blksize = sx.stx_blksize;
+	st->st_blocks = (blkcnt_t)sx.stx_blocks;
+	st->st_atim = (struct timespec){sx.stx_atime.tv_sec, sx.stx_atime.tv_nsec};
+	st->st_mtim = (struct timespec){sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec};
+	st->st_ctim = (struct timespec){sx.stx_ctime.tv_sec, sx.stx_ctime.tv_nsec};
+	return 0;
+}
+
 /* CALL is the real call's expression, on st. */
 #define FSTAT_BODY(CALL)                                                         \
 	if (!iow_maybe_ours(fd))                                                 \
@@ -598,13 +628,13 @@ _Static_assert(sizeof(struct stat) == sizeof(struct stat64), "struct stat64 is s
 	uint64_t gen = 0;                                                        \
 	iow_fast_ksync(o, fd); /* the kernel's size, for every process */        \
 	int r = iow_fast_fstat(o, (struct stat *)st, &gen);                      \
-	if (r != 0) {                                                            \
-		int e = errno;                                                   \
-		struct statx sx;                                                 \
-		syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_BASIC_STATS, &sx); \
-		errno = e;                                                       \
-		IOW_ADD(fstat_kernel, 1);                                        \
+	if (r == -3) {                                                           \
 		r = CALL;                                                        \
+	} else if (r != 0) {                                                     \
+		IOW_ADD(fstat_kernel, 1);                                        \
+		r = fresh_stat(fd, (struct stat *)st);                           \
+		if (r != 0)                                                      \
+			r = CALL;                                                \
 		if (r == 0)                                                      \
 			iow_fast_fstat_fill(o, gen, (const struct stat *)st);    \
 	}                                                                        \

@@ -63,7 +63,7 @@ static inline void iow_fast_ensure(struct iow_ofd *o)
 	if (__builtin_expect(__atomic_load_n(&o->lazy, __ATOMIC_ACQUIRE) != 0, 0))
 		iow_attach_lazy(o);
 }
-int iow_fast_fstat(struct iow_ofd *o, struct stat *st, uint64_t *gen); /* 0 = served from the table, -2 = ask the kernel */
+int iow_fast_fstat(struct iow_ofd *o, struct stat *st, uint64_t *gen); /* 0 = served from the table, -2 = ask the kernel and fill, -3 = no maps */
 void iow_fast_fstat_fill(struct iow_ofd *o, uint64_t gen, const struct stat *st); /* the kernel's answer, asked under gen */
 void iow_detach_fast(struct iow_ofd *o); /* plain C state: a forked child may unmap its copy too */
 ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off);

@@ -69,12 +69,17 @@ type fstatAnswer struct {
 	size, nlink  int64
 	mode         uint32
 	mtime, ctime int64
+	ino, dev     uint64
+	uid          uint32
+	blksize      int64
+	typ          uint32
 }
 
 func parseFstat(t *testing.T, l string) fstatAnswer {
 	t.Helper()
 	var a fstatAnswer
-	if _, err := fmt.Sscanf(l, "size=%d mode=%o nlink=%d mtime=%d ctime=%d", &a.size, &a.mode, &a.nlink, &a.mtime, &a.ctime); err != nil {
+	if _, err := fmt.Sscanf(l, "size=%d mode=%o nlink=%d mtime=%d ctime=%d ino=%d dev=%d uid=%d blksize=%d type=%o",
+		&a.size, &a.mode, &a.nlink, &a.mtime, &a.ctime, &a.ino, &a.dev, &a.uid, &a.blksize, &a.typ); err != nil {
 		t.Fatalf("fstatw answered %q: %v", l, err)
 	}
 	return a
@@ -90,12 +95,14 @@ func kernelStat(t *testing.T, p string) fstatAnswer {
 	}
 	ns := func(ts unix.StatxTimestamp) int64 { return ts.Sec*1e9 + int64(ts.Nsec) }
 	return fstatAnswer{size: int64(sx.Size), nlink: int64(sx.Nlink), mode: uint32(sx.Mode) & 0o7777,
-		mtime: ns(sx.Mtime), ctime: ns(sx.Ctime)}
+		mtime: ns(sx.Mtime), ctime: ns(sx.Ctime), ino: sx.Ino, dev: unix.Mkdev(sx.Dev_major, sx.Dev_minor),
+		uid: sx.Uid, blksize: int64(sx.Blksize), typ: uint32(sx.Mode) & unix.S_IFMT}
 }
 
 // TestFstatCoherent: fstat of an attached fd under the shim, answered from
 // the page table while the file's attributes did not change otherwise
-// than by shim writes, agrees at once with the kernel path and behaves as
+// than by shim writes (and asked of the daemon afresh otherwise), agrees
+// at once with the kernel path and behaves as
 // fstat on tmpfs while other processes change the file: writes through
 // the shim that extend it or overwrite it in place, an append through the
 // kernel path, chmod, truncate, a hard link, an explicit mtime, and the
@@ -103,7 +110,8 @@ func kernelStat(t *testing.T, p string) fstatAnswer {
 // size, mode and links must equal tmpfs's, the mtime must move when
 // tmpfs's moves (to the explicit time when one is set), and size, mode,
 // links and mtime must equal what the daemon answers a process without the
-// shim. The report shows fstat calls served without the kernel.
+// shim, and so must the inode, device, owner, block size and type. The
+// report shows fstat calls served without the kernel.
 func TestFstatCoherent(t *testing.T) {
 	onMount, onTmpfs := setup(t)
 	bin := cc(t, "fstatw", "cc")
@@ -125,7 +133,8 @@ func TestFstatCoherent(t *testing.T) {
 		if m.size != tm.size || m.mode != tm.mode || m.nlink != tm.nlink {
 			t.Fatalf("%s: under the shim %+v, on tmpfs %+v", step, m, tm)
 		}
-		if m.size != k.size || m.mode != k.mode || m.nlink != k.nlink || m.mtime != k.mtime {
+		if m.size != k.size || m.mode != k.mode || m.nlink != k.nlink || m.mtime != k.mtime ||
+			m.ino != k.ino || m.dev != k.dev || m.uid != k.uid || m.blksize != k.blksize || m.typ != k.typ {
 			t.Fatalf("%s: under the shim %+v, the kernel path %+v", step, m, k)
 		}
 		if m.ctime < m.mtime {

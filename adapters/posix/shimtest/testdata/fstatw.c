@@ -1,5 +1,6 @@
 /* fstatw FILE: opens FILE read-write and answers commands on stdin, one a
- * line: "s" prints the fd's fstat (size mode nlink mtime_ns ctime_ns),
+ * line: "s" prints the fd's fstat (size mode nlink mtime_ns ctime_ns ino
+ * dev uid blksize type),
  * "w OFF N" writes N bytes of 'w' at OFF through the fd, "q" exits. For
  * TestFstatCoherent: the same program on tmpfs and, under the shim, on the
  * mount, while the test changes the file from other processes. */
@@ -46,10 +47,12 @@ int main(int argc, char **argv)
 			if (fstat(fd, &st) != 0) {
 				snprintf(buf, sizeof buf, "err %m\n");
 			} else {
-				snprintf(buf, sizeof buf, "size=%lld mode=%o nlink=%lu mtime=%lld ctime=%lld\n", (long long)st.st_size,
-					 st.st_mode & 07777, (unsigned long)st.st_nlink,
+				snprintf(buf, sizeof buf, "size=%lld mode=%o nlink=%lu mtime=%lld ctime=%lld ino=%llu dev=%llu uid=%u blksize=%ld type=%o\n",
+					 (long long)st.st_size, st.st_mode & 07777, (unsigned long)st.st_nlink,
 					 (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
-					 (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec);
+					 (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec,
+					 (unsigned long long)st.st_ino, (unsigned long long)st.st_dev, st.st_uid,
+					 (long)st.st_blksize, st.st_mode & S_IFMT);
 			}
 			out(buf);
 		} else if (line[0] == 'w') {
