@@ -113,6 +113,9 @@ type Bucket struct {
 	// the pages harvests found dirty since HarvestShimWrites last asked.
 	onHarvest atomic.Pointer[func(pages int)]
 	harvested atomic.Int64
+	// ptReaders pins the page table's mapping for lock-free reads of its
+	// words (ShimMtime, AttrChanged): dropPageTableLocked waits for them.
+	ptReaders atomic.Int64
 
 	// mu guards everything below and every blob's placement and bytes.
 	// Readers of resident blobs take it shared.

@@ -114,7 +114,14 @@ const (
 	// fast.c, room). Raised by the daemon only (noteDataEnd); never
 	// lowered while the table lives; math.MaxInt64 until the owner first
 	// publishes its size.
-	ptOffNewFrom  = abi.PTOffNewFrom
+	ptOffNewFrom = abi.PTOffNewFrom
+	// ptOffMtime: the mtime (ns) of the last shim write, an atomic max
+	// (the daemon takes it as the mtime of what it harvests: ShimMtime);
+	// ptOffAttrGen: raised by the daemon at every other change of the
+	// file's stat (AttrChanged). Shims serve fstat from their last kernel
+	// answer while the generation stays, with size and mtime from here.
+	ptOffMtime    = abi.PTOffMtime
+	ptOffAttrGen  = abi.PTOffAttrGen
 	ptOffResident = abi.PTOffResident
 	ptOffDirty    = abi.PTOffDirty
 
@@ -281,13 +288,20 @@ func (pt *pageTable) noteDataEnd(end int64) {
 	}
 }
 
-// publishDataEnd is noteDataEnd for the owner's size, which also sets the
-// word the first time.
+// publishDataEnd sets the word to the owner's size the first time the
+// owner publishes one: every byte the table does not show then lies below
+// it (the backing file's, a lower tier's). Later sizes do not raise it:
+// the owner's size grows by writes whose pages the table shows (shims',
+// and the FUSE door's, which land in the first tier or raise the word
+// themselves: enterTierLocked), by truncations and fallocates up (zeros),
+// and by the shims' own extensions, which leave holes. Raising it to them
+// sent a rank of a shared file to the kernel path for its whole block
+// when it opened after the other rank had written past it (the grant
+// publishes the size). The daemon raises it where data appears beside
+// the table: a page leaving the first tier (setLocked), a page placed
+// below it, a backing file changed behind the pool (NoteDataEnd).
 func (pt *pageTable) publishDataEnd(size int64) {
-	p := pt.word64(ptOffNewFrom)
-	if !atomic.CompareAndSwapInt64(p, math.MaxInt64, size) {
-		maxInt64(p, size)
-	}
+	atomic.CompareAndSwapInt64(pt.word64(ptOffNewFrom), math.MaxInt64, size)
 }
 
 // ptSetLocked records a page entering or leaving the first tier. A page
@@ -299,6 +313,7 @@ func (b *Bucket) ptSetLocked(i int64, resident bool) {
 		return
 	}
 	if resident && b.coverLocked(pt, (i+1)*b.pageSize) != nil {
+		pt.noteDataEnd((i + 1) * b.pageSize) // in the pool, not shown: no hole for shims
 		return
 	}
 	pt.setLocked(i, resident)
@@ -419,6 +434,19 @@ func (b *Bucket) PageTable(writable bool) (tableFd, dataFd int, err error) {
 	if b.pageSize <= 0 {
 		return -1, -1, fmt.Errorf("page table of bucket %s: not a page bucket: %w", b.Name(), ErrInvalid)
 	}
+	// A table already handed out: the grant moves no page, so the shims
+	// of the file go on writing meanwhile (another rank's first call, on
+	// a shared file, came in the middle of its peers' bursts).
+	b.mu.LockMeta()
+	if s := b.segs[0]; b.pt != nil && s != nil && s.exposed && s.passthrough == 0 && b.checkLocked() == nil {
+		if writable {
+			atomic.OrUint32(b.pt.flags(), ptWritable)
+		}
+		tfd, dfd := b.pt.fd, s.seg.Fd()
+		b.mu.UnlockMeta()
+		return tfd, dfd, nil
+	}
+	b.mu.UnlockMeta()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.checkLocked(); err != nil {
@@ -535,6 +563,50 @@ func (b *Bucket) SetSharedSize(size int64) {
 	b.mu.RUnlock()
 }
 
+// NoteDataEnd tells the page table that the file holds data below end
+// that the pool does not (the backing file changed behind it): no shim
+// may create a page there as a hole (ptOffNewFrom).
+func (b *Bucket) NoteDataEnd(end int64) {
+	b.mu.RLock()
+	if pt := b.pt; pt != nil {
+		pt.noteDataEnd(end)
+	}
+	b.mu.RUnlock()
+}
+
+// ShimMtime is the mtime (ns) shims stamped in the page table at their
+// last write (an atomic max), 0 when none did or without a table.
+// Lock-free: the harvest's callback reads it under the write lock.
+func (b *Bucket) ShimMtime() int64 {
+	pt := b.ptPin()
+	defer b.ptReaders.Add(-1)
+	if pt != nil {
+		return atomic.LoadInt64(pt.word64(ptOffMtime))
+	}
+	return 0
+}
+
+// ptPin returns the page table (nil without one) with its mapping pinned
+// until b.ptReaders.Add(-1), without the bucket's lock (its holder may be
+// the caller: a harvest's callback).
+func (b *Bucket) ptPin() *pageTable {
+	b.ptReaders.Add(1)
+	return b.mu.pt.Load()
+}
+
+// AttrChanged raises the page table's attribute generation: what stat
+// answers for the file changed otherwise than by a shim's write (its mode,
+// owner, links or times, the daemon's own mtime, the backing file), so
+// every shim's cached fstat of the file is stale (adapters/posix/fast.c,
+// iow_fast_fstat). Lock-free; a no-op without a table.
+func (b *Bucket) AttrChanged() {
+	pt := b.ptPin()
+	defer b.ptReaders.Add(-1)
+	if pt != nil {
+		atomic.AddUint64(pt.word(ptOffAttrGen), 1)
+	}
+}
+
 // SharedSize is the size published in the page table: the owner's, or
 // larger where shims extended the file since the owner last looked; -1
 // without a table.
@@ -619,6 +691,9 @@ func (b *Bucket) dropPageTableLocked() {
 	}
 	b.returnLeaseLocked()
 	b.mu.pt.Store(nil) // seq is odd (we hold the lock) and stays so: Unlock no longer bumps it
+	for b.ptReaders.Load() != 0 {
+		runtime.Gosched() // a lock-free reader of one word (ptPin)
+	}
 	unix.Munmap(pt.mem)
 	unix.Close(pt.fd)
 	b.pt = nil

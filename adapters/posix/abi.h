@@ -16,7 +16,7 @@
 #define IOW_GRANT_VERSION 1u
 #define IOW_GRANT_IPC_PATH_MAX 108 /* the ipc socket's path after the reply's head, NUL included */
 #define IOW_PT_MAGIC 0x50574f49u /* "IOWP" */
-#define IOW_PT_VERSION 4u
+#define IOW_PT_VERSION 5u
 #define IOW_PT_MAX_PAGES 1048576ul /* pages past it are never hits */
 #define IOW_PT_BITMAP 131072ul /* bytes of one bitmap */
 #define IOW_PT_OFF_RESIDENT 4096ul /* resident bitmap (written by the daemon only) */
@@ -131,6 +131,8 @@ _Static_assert(offsetof(struct iow_grant_reply, pad) == IOW_GRANT_REPLY_OFF_PAD,
 #define IOW_PT_OFF_LEASE 128
 #define IOW_PT_OFF_COVER 136
 #define IOW_PT_OFF_NEW_FROM 144
+#define IOW_PT_OFF_MTIME 192
+#define IOW_PT_OFF_ATTR_GEN 200
 struct iow_pt_header {
 	uint32_t magic; /* IOW_PT_MAGIC */
 	uint32_t version; /* IOW_PT_VERSION */
@@ -147,7 +149,10 @@ struct iow_pt_header {
 	int64_t lease; /* pages shims may still create (own cache line) */
 	uint64_t cover; /* bytes of the segment that exist */
 	int64_t new_from; /* non-resident pages at or past it are holes */
-	uint8_t pad152[3944];
+	uint8_t pad152[40];
+	int64_t mtime; /* ns: mtime as of the last write (own cache line) */
+	uint64_t attr_gen; /* raised at every other change of what stat answers */
+	uint8_t pad208[3888];
 };
 _Static_assert(sizeof(struct iow_pt_header) == IOW_PT_HEADER, "iow_pt_header size");
 _Static_assert(offsetof(struct iow_pt_header, magic) == IOW_PT_OFF_MAGIC, "iow_pt_header.magic");
@@ -163,6 +168,8 @@ _Static_assert(offsetof(struct iow_pt_header, mappers) == IOW_PT_OFF_MAPPERS, "i
 _Static_assert(offsetof(struct iow_pt_header, lease) == IOW_PT_OFF_LEASE, "iow_pt_header.lease");
 _Static_assert(offsetof(struct iow_pt_header, cover) == IOW_PT_OFF_COVER, "iow_pt_header.cover");
 _Static_assert(offsetof(struct iow_pt_header, new_from) == IOW_PT_OFF_NEW_FROM, "iow_pt_header.new_from");
+_Static_assert(offsetof(struct iow_pt_header, mtime) == IOW_PT_OFF_MTIME, "iow_pt_header.mtime");
+_Static_assert(offsetof(struct iow_pt_header, attr_gen) == IOW_PT_OFF_ATTR_GEN, "iow_pt_header.attr_gen");
 
 _Static_assert(IOW_IOC_CAP == _IOWR('W', 0x57, struct iow_cap), "IOW_IOC_CAP");
 

@@ -28,7 +28,19 @@
 // the fds of the file's page table and RAM-tier segment, opened by the
 // daemon read-only for an O_RDONLY open and read-write for an O_RDWR one,
 // or an O_WRONLY one whose uid may also read the file (fusefs/grant.go),
-// and maps them.
+// and maps them. It does so at the fd's first call that needs the maps (a
+// read, a write, fstat, mmap), not at open: an open without I/O (a create)
+// costs the daemon no grant and no page table. The open's is-it-FUSE
+// probe (fstatfs) is asked once per device (posix.c, on_fuse).
+//
+// fstat of an attached fd is served from the page table: the kernel's last
+// answer for the open, kept while the table's attribute generation stays
+// (the daemon raises it at every change of what stat answers other than a
+// shim write), with the table's size and mtime words (every fast write
+// stamps the mtime; the daemon's harvest takes it as the file's mtime).
+// IOWARP_REPORT counts the fstatfs probes made and saved (statfs,
+// statfs_cached), the grants made and skipped, and fstat answered by the
+// kernel and by the table (fstat_kernel, fstat_cached).
 //
 //   - A read whose pages are all resident is a seqlock read (seq even,
 //     residency bits, memcpy, seq unchanged).

@@ -48,6 +48,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 
 #define MAP_MAX (16ul << 30) /* virtual span mapped per file: pages past it miss */
 
@@ -62,6 +63,12 @@ struct fastmap {
 	int64_t ksize; /* the shared size the kernel was last made to see (iow_fast_ksync) */
 	int lease_backoff; /* writes that skip asking for a lease after a refusal (atomic) */
 	char ipc[IOW_GRANT_IPC_PATH_MAX]; /* the daemon's ipc socket ("" = none) */
+	/* fstat cache (iow_fast_fstat): the kernel's last answer and the
+	 * table's attribute generation it was asked under; st_lock guards
+	 * them (a spin lock: held for a copy). */
+	int st_lock, st_ok;
+	uint64_t st_gen;
+	struct stat st;
 };
 
 int iow_ipc_on; /* IOWARP_IPC=1: misses through runtime/ipc */
@@ -165,9 +172,29 @@ void iow_attach_fast(struct iow_ofd *o)
 		free(m);
 		return;
 	}
-	*m = (struct fastmap){pt, data, len, ps, nbits, w && !iow_nofastwrite, w, -1, 0, {0}};
+	*m = (struct fastmap){.pt = pt, .data = data, .datalen = len, .ps = ps, .nbits = nbits,
+			      .writable = w && !iow_nofastwrite, .ptw = w, .ksize = -1};
 	memcpy(m->ipc, ipc, sizeof m->ipc);
 	o->gohandle = (uintptr_t)m;
+}
+
+/* iow_attach_lazy attaches an open at the first call that needs its maps
+ * (posix.c, iow_track_open, defers it): one thread asks for the grant,
+ * others of the same open wait for it (microseconds). A forked child
+ * never attaches (its token names the parent). */
+void iow_attach_lazy(struct iow_ofd *o)
+{
+	if (iow_in_child)
+		return;
+	int one = 1;
+	if (__atomic_compare_exchange_n(&o->lazy, &one, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		IOW_ADD(grants, 1);
+		iow_attach_fast(o);
+		__atomic_store_n(&o->lazy, 0, __ATOMIC_RELEASE);
+		return;
+	}
+	while (__atomic_load_n(&o->lazy, __ATOMIC_ACQUIRE) == 2)
+		syscall(SYS_sched_yield);
 }
 
 void iow_detach_fast(struct iow_ofd *o)
@@ -192,6 +219,7 @@ void iow_detach_fast(struct iow_ofd *o)
  * and the ask repeated a few times until it took. errno is kept. */
 void iow_fast_ksync(struct iow_ofd *o, int fd)
 {
+	iow_fast_ensure(o);
 	struct fastmap *m = (struct fastmap *)o->gohandle;
 	if (!m)
 		return;
@@ -212,6 +240,8 @@ void iow_fast_ksync(struct iow_ofd *o, int fd)
 	}
 	errno = e;
 }
+
+static int lock_wait(int attempt, int64_t *deadline);
 
 static inline uint64_t ld_seq(const struct fastmap *m)
 {
@@ -241,6 +271,7 @@ static inline int mapped_elsewhere(const struct fastmap *m)
 
 int iow_fast_map_begin(struct iow_ofd *o)
 {
+	iow_fast_ensure(o);
 	struct fastmap *m = (struct fastmap *)o->gohandle;
 	if (!m || !m->ptw || iow_in_child)
 		return 0;
@@ -260,6 +291,7 @@ void iow_fast_map_end(struct iow_ofd *o)
 
 int iow_fast_shared_writers(struct iow_ofd *o)
 {
+	iow_fast_ensure(o);
 	const struct fastmap *m = (const struct fastmap *)o->gohandle;
 	return m && (__atomic_load_n((const uint32_t *)(m->pt + IOW_PT_OFF_FLAGS), __ATOMIC_RELAXED) & IOW_PTF_WRITABLE);
 }
@@ -281,6 +313,7 @@ static ssize_t ipc_io(struct iow_ofd *o, const struct fastmap *m, void *buf, siz
 
 ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off)
 {
+	iow_fast_ensure(o);
 	const struct fastmap *m = (const struct fastmap *)o->gohandle;
 	if (!m)
 		return -2;
@@ -288,12 +321,17 @@ ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off)
 		IOW_ADD(fast_misses, 1);
 		return -2;
 	}
-	for (int attempt = 0; attempt < 4; attempt++) {
+	int64_t deadline = 0;
+	for (int attempt = 0, torn = 0; torn < 4; attempt++) {
 		uint64_t s1 = ld_seq(m);
 		if (s1 & 1) {
-			__builtin_ia32_pause();
+			/* The daemon's exclusive lock: wait for it, bounded, as
+			 * writers do (enter). */
+			if (!lock_wait(attempt, &deadline))
+				break;
 			continue;
 		}
+		torn++;
 		int64_t size = __atomic_load_n((const int64_t *)(m->pt + IOW_PT_OFF_SIZE), __ATOMIC_ACQUIRE);
 		size_t r = 0;
 		if (off < size && n > 0) {
@@ -377,33 +415,90 @@ static void grow(const struct fastmap *m, uint64_t end)
 		;
 }
 
+/* LOCK_WAIT_NS bounds how long a call waits for the daemon's exclusive
+ * lock of the file's bucket (seq odd) before it takes the kernel path.
+ * The kernel path needs the same lock (a FUSE request is served by the
+ * same daemon, under the same bucket lock), so waiting for it is never
+ * slower; it only has to stay bounded for a daemon that is stopped. On
+ * loaded cores the daemon's thread that holds the lock (a write-back's,
+ * a journal sync's, another rank's grant: microseconds of work) can be
+ * off the CPU for milliseconds: a rank of IOR's shared file that gave up
+ * after a few spins sent 1 to 6 of its 8 MiB to the kernel so. */
+#define LOCK_WAIT_NS 100000000l
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* lock_wait waits a little for seq to turn even (attempt counts the
+ * waits, *deadline is set at the first); 0 once the bound passed. */
+static int lock_wait(int attempt, int64_t *deadline)
+{
+	if (attempt < 8) {
+		for (int i = 0; i < 256; i++)
+			__builtin_ia32_pause();
+		return 1;
+	}
+	int64_t now = mono_ns();
+	if (*deadline == 0)
+		*deadline = now + LOCK_WAIT_NS;
+	if (now >= *deadline)
+		return 0;
+	if (attempt < 64) {
+		syscall(SYS_sched_yield);
+	} else {
+		struct timespec d = {0, 50000}; /* 50 µs: the daemon's thread needs the CPU */
+		nanosleep(&d, NULL);
+	}
+	return 1;
+}
+
 /* enter adds this writer to the table's writers and returns seq (odd: the
- * daemon holds the lock, and the writer must leave at once). */
+ * daemon holds the lock past LOCK_WAIT_NS, and the writer must leave at
+ * once). */
 static uint64_t enter(const struct fastmap *m)
 {
 	int64_t *writers = (int64_t *)(m->pt + IOW_PT_OFF_WRITERS);
 	uint64_t s;
+	int64_t deadline = 0;
 	for (int attempt = 0;; attempt++) {
 		__atomic_fetch_add(writers, 1, __ATOMIC_SEQ_CST);
 		s = __atomic_load_n((uint64_t *)(m->pt + IOW_PT_OFF_SEQ), __ATOMIC_SEQ_CST);
-		if (!(s & 1) || attempt == 64)
+		if (!(s & 1))
 			return s;
 		/* The daemon holds the bucket's lock exclusively (it moves a
 		 * page: a FUSE-door write, a stage-in, an eviction; harvests and
-		 * lease refills never do this): step out so that it can go on,
-		 * and come back; past a few spins, give it the CPU. */
+		 * lease refills never do this) and waits for the writers inside
+		 * to leave: step out so that it can go on, and come back. A
+		 * poisoned table is refused at once (refused). */
+		if ((__atomic_load_n((uint32_t *)(m->pt + IOW_PT_OFF_FLAGS), __ATOMIC_RELAXED) & IOW_PTF_POISONED) ||
+		    !lock_wait(attempt, &deadline))
+			return s;
 		__atomic_fetch_sub(writers, 1, __ATOMIC_RELEASE);
-		if (attempt < 8)
-			for (int i = 0; i < 256; i++)
-				__builtin_ia32_pause();
-		else
-			syscall(SYS_sched_yield);
 	}
 }
 
 static void leave(const struct fastmap *m)
 {
 	__atomic_fetch_sub((int64_t *)(m->pt + IOW_PT_OFF_WRITERS), 1, __ATOMIC_RELEASE);
+}
+
+/* stamp raises the table's mtime word to now (an atomic max): a write's
+ * mtime, which fstat of every shim serves (iow_fast_fstat) and the daemon
+ * takes for the pages it harvests (bufferpool/files, shimChanged). */
+static void stamp(const struct fastmap *m)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+		return;
+	int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	int64_t *w = (int64_t *)(m->pt + IOW_PT_OFF_MTIME);
+	int64_t v = __atomic_load_n(w, __ATOMIC_RELAXED);
+	while (v < now && !__atomic_compare_exchange_n(w, &v, now, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
 }
 
 /* place copies n bytes at off into pages [first, last], creating the k
@@ -423,6 +518,7 @@ static void place(const struct fastmap *m, const void *buf, size_t n, uint64_t o
 	for (uint64_t i = first; i <= last; i++)
 		__atomic_fetch_or(&dirty[i / 64], 1ull << (i % 64), __ATOMIC_RELEASE);
 	__atomic_fetch_or((uint64_t *)(m->pt + IOW_PT_OFF_HINT), hint, __ATOMIC_RELEASE);
+	stamp(m);
 }
 
 /* refused: the daemon's lock, poison or a shared map of the file. */
@@ -461,6 +557,7 @@ static int refill(struct iow_ofd *o, struct fastmap *m, int64_t k)
 
 ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
 {
+	iow_fast_ensure(o);
 	struct fastmap *m = (struct fastmap *)o->gohandle;
 	if (!m || !m->writable || n == 0 || off < 0 || (uint64_t)off + n < (uint64_t)off)
 		return -2;
@@ -518,6 +615,7 @@ ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off)
  * end of the append (the fd's new offset). -2 when nothing moved. */
 ssize_t iow_fast_append(struct iow_ofd *o, const void *buf, size_t n, off_t *at)
 {
+	iow_fast_ensure(o);
 	struct fastmap *m = (struct fastmap *)o->gohandle;
 	if (!m || !m->writable || n == 0 || iow_nofastnew)
 		return -2;
@@ -559,4 +657,74 @@ ssize_t iow_fast_append(struct iow_ofd *o, const void *buf, size_t n, off_t *at)
 	}
 	IOW_ADD(fast_misses, 1);
 	return -2;
+}
+
+/* fstat of an attached fd, served from the page table: the kernel's last
+ * answer for this open (iow_fast_fstat_fill), kept while the table's
+ * attribute generation stays (the daemon raises it at every change of
+ * what stat answers other than a shim's write: mode, owner, links, times,
+ * its own writes and truncations, a write-back to the backing file:
+ * bufferpool/files), with the size and mtime that shims keep current in
+ * the table: the size word, and the mtime word every fast write stamps
+ * (stamp); ctime and blocks follow them as the daemon's own answer does
+ * (bufferpool/files, overlay). 0 when served; -2 to ask the kernel and
+ * fill the cache under *gen; -3 when the fd has no maps (no cache). */
+static void st_lock(struct fastmap *m)
+{
+	while (__atomic_exchange_n(&m->st_lock, 1, __ATOMIC_ACQUIRE))
+		__builtin_ia32_pause();
+}
+
+static void st_unlock(struct fastmap *m) { __atomic_store_n(&m->st_lock, 0, __ATOMIC_RELEASE); }
+
+int iow_fast_fstat(struct iow_ofd *o, struct stat *st, uint64_t *gen)
+{
+	if (iow_in_child)
+		return -3;
+	iow_fast_ensure(o);
+	struct fastmap *m = (struct fastmap *)o->gohandle;
+	if (!m)
+		return -3;
+	uint64_t g = __atomic_load_n((const uint64_t *)(m->pt + IOW_PT_OFF_ATTR_GEN), __ATOMIC_ACQUIRE);
+	*gen = g;
+	st_lock(m);
+	int ok = m->st_ok && m->st_gen == g;
+	if (ok)
+		*st = m->st;
+	st_unlock(m);
+	int64_t size = __atomic_load_n((const int64_t *)(m->pt + IOW_PT_OFF_SIZE), __ATOMIC_ACQUIRE);
+	if (!ok || size < 0 || mapped_elsewhere(m))
+		return -2;
+	int64_t mt = __atomic_load_n((const int64_t *)(m->pt + IOW_PT_OFF_MTIME), __ATOMIC_ACQUIRE);
+	/* A generation raised meanwhile: the answer may be older than it. */
+	if (__atomic_load_n((const uint64_t *)(m->pt + IOW_PT_OFF_ATTR_GEN), __ATOMIC_ACQUIRE) != g)
+		return -2;
+	st->st_size = size;
+	int64_t blocks = (size + 4095) / 4096 * 8;
+	if (blocks > (int64_t)st->st_blocks)
+		st->st_blocks = blocks;
+	int64_t cur = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	if (mt > cur) {
+		st->st_mtim.tv_sec = mt / 1000000000;
+		st->st_mtim.tv_nsec = mt % 1000000000;
+		int64_t c = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+		if (c < mt)
+			st->st_ctim = st->st_mtim;
+	}
+	IOW_ADD(fstat_cached, 1);
+	return 0;
+}
+
+/* iow_fast_fstat_fill keeps the kernel's answer st, asked after *gen was
+ * read (so a change after it raised the generation past gen). */
+void iow_fast_fstat_fill(struct iow_ofd *o, uint64_t gen, const struct stat *st)
+{
+	struct fastmap *m = (struct fastmap *)o->gohandle;
+	if (!m || iow_in_child)
+		return;
+	st_lock(m);
+	m->st = *st;
+	m->st_gen = gen;
+	m->st_ok = 1;
+	st_unlock(m);
 }

@@ -62,6 +62,7 @@ struct iow_ofd *iow_ofd_new(int flags, const struct iow_cap *cap)
 		return NULL;
 	o->flags = flags;
 	o->gohandle = 0;
+	o->lazy = 0;
 	o->rep = NULL;
 	o->next_free = NULL;
 	if (cap)
@@ -76,6 +77,8 @@ static void ofd_unref(struct iow_ofd *o)
 {
 	if (__atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
+	if (__atomic_exchange_n(&o->lazy, 0, __ATOMIC_ACQ_REL) == 1)
+		IOW_ADD(grants_skipped, 1); /* never needed its maps: no grant, no page table */
 	iow_detach_fast(o);
 	pthread_mutex_lock(&free_mu);
 	o->next_free = free_list;

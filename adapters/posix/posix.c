@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <linux/magic.h>
 
 #ifndef FUSE_SUPER_MAGIC
@@ -146,10 +147,67 @@ __attribute__((constructor)) static void iow_init(void)
 
 /* handshake asks the daemon, through the fd, for a capability. 1 = ours,
  * 0 = not ours, -1 = an iowarp fd whose handshake failed. */
+/* The devices (st_dev + 1) of file systems found to be FUSE, and of block
+ * devices found not to be, so that an open asks fstatfs (a STATFS request
+ * to the daemon, on FUSE) once per file system, not per file. A statx that
+ * asks nothing of the file system (AT_STATX_DONT_SYNC: the inode's cached
+ * type and the superblock's device) names the device. Only regular files
+ * are looked up. A FUSE device number may be reused by a later mount (an
+ * anonymous device, major 0): a stale entry costs the ioctl below, which
+ * a file system that is not iowarp answers with ENOTTY. Negative entries
+ * are kept only for block devices (major != 0), whose numbers do not move
+ * under a mount, so a new mount is never missed. */
+#define DEVS 16
+static unsigned long fuse_devs[DEVS], other_devs[DEVS];
+
+static int dev_known(const unsigned long *tab, unsigned long dev)
+{
+	for (int i = 0; i < DEVS; i++)
+		if (__atomic_load_n(&tab[i], __ATOMIC_RELAXED) == dev)
+			return 1;
+	return 0;
+}
+
+static void dev_note(unsigned long *tab, unsigned long dev)
+{
+	for (int i = 0; i < DEVS; i++) {
+		unsigned long z = 0;
+		if (__atomic_load_n(&tab[i], __ATOMIC_RELAXED) == dev ||
+		    __atomic_compare_exchange_n(&tab[i], &z, dev, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			return;
+	}
+}
+
+/* on_fuse: 1 if fd's file system is FUSE. errno may change. */
+static int on_fuse(int fd)
+{
+	struct statx sx;
+	unsigned long dev = 0, major = 0;
+	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &sx) == 0 && S_ISREG(sx.stx_mode)) {
+		major = sx.stx_dev_major;
+		dev = ((unsigned long)sx.stx_dev_major << 32 | sx.stx_dev_minor) + 1;
+		if (dev_known(fuse_devs, dev)) {
+			IOW_ADD(statfs_cached, 1);
+			return 1;
+		}
+		if (major && dev_known(other_devs, dev))
+			return 0;
+	}
+	struct statfs sf;
+	IOW_ADD(statfs_calls, 1);
+	if (fstatfs(fd, &sf) != 0)
+		return 0;
+	int fuse = sf.f_type == FUSE_SUPER_MAGIC;
+	if (dev && fuse)
+		dev_note(fuse_devs, dev);
+	else if (dev && major)
+		dev_note(other_devs, dev);
+	return fuse;
+}
+
 static int handshake(int fd, struct iow_cap *cap)
 {
-	struct statfs sf;
-	if (fstatfs(fd, &sf) != 0 || sf.f_type != FUSE_SUPER_MAGIC)
+	if (!on_fuse(fd))
 		return 0;
 	memset(cap, 0, sizeof(*cap));
 	cap->magic = IOW_CAP_MAGIC;
@@ -193,8 +251,11 @@ static int iow_track_open(int fd, int flags)
 	if (!o)
 		return r;
 	IOW_ADD(opens, 1);
-	if (!iow_in_child)
-		iow_attach_fast(o);
+	/* The maps are asked for at the first call that needs them (fast.c,
+	 * iow_attach_lazy): an open that does no I/O (a create, mdtest's)
+	 * costs the daemon no grant and no page table. */
+	if (!iow_in_child && cap.page_size && !iow_nofast)
+		__atomic_store_n(&o->lazy, 1, __ATOMIC_RELEASE);
 	iow_slot_set(fd, o);
 	return r;
 }
@@ -456,7 +517,13 @@ int pipe2(int p[2], int flags)
 
 /* While the process maps the file (mmap.c), its calls take the kernel
  * path: the page cache is then the one copy it sees. */
-static inline int fast_ok(struct iow_ofd *o) { return o->gohandle && !iow_in_child && !iow_mapped(o); }
+static inline int fast_ok(struct iow_ofd *o)
+{
+	if (iow_in_child)
+		return 0;
+	iow_fast_ensure(o);
+	return o->gohandle && !iow_mapped(o);
+}
 
 /* fast_write is iow_fast_pwrite; a mapping of the file made meanwhile by
  * another thread may have been made before the write landed, after its
@@ -507,35 +574,80 @@ void iow_ksync_fd(int fd)
 
 /* fstat of our fds: shims raise the size in shared memory, and the
  * kernel's cached attributes may be younger than its timeout (one jiffy)
- * while they lag: the kernel is made to see the size first. */
+ * while they lag. An attached fd is answered from the page table while
+ * the file's attributes did not change otherwise than by shim writes
+ * (fast.c, iow_fast_fstat); else it is asked afresh (a forced statx: a
+ * GETATTR the daemon answers with what shims wrote folded in), and its
+ * answer kept for the next fstat. Either way the kernel is first made to
+ * see the size shims raised, when it moved (iow_fast_ksync): other
+ * processes' stat is answered from the kernel's copy (tail -f, stat of a
+ * file a shim extends, TestExtendTailF). */
 DECL_REAL(fstat);
 DECL_REAL(fstat64);
 DECL_REAL_T(__fxstat, int (*)(int, int, struct stat *));
 DECL_REAL_T(__fxstat64, int (*)(int, int, struct stat64 *));
 
-int fstat(int fd, struct stat *st)
+_Static_assert(sizeof(struct stat) == sizeof(struct stat64), "struct stat64 is struct stat (LP64)");
+
+/* fresh_stat is fstat asked of the daemon afresh (a forced statx: the
+ * kernel's cached attributes may predate a change the table's generation
+ * already shows); 0, or -1 with errno kept (the caller asks fstat). */
+static int fresh_stat(int fd, struct stat *st)
 {
-	iow_ksync_fd(fd);
-	return IOW_REAL(fstat)(fd, st);
+	int e = errno;
+	struct statx sx;
+	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_BASIC_STATS, &sx) != 0 ||
+	    (sx.stx_mask & STATX_BASIC_STATS) != STATX_BASIC_STATS) {
+		errno = e;
+		return -1;
+	}
+	memset(st, 0, sizeof *st);
+	st->st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+	st->st_ino = sx.stx_ino;
+	st->st_mode = sx.stx_mode;
+	st->st_nlink = sx.stx_nlink;
+	st->st_uid = sx.stx_uid;
+	st->st_gid = sx.stx_gid;
+	st->st_rdev = makedev(sx.stx_rdev_major, sx.stx_rdev_minor);
+	st->st_size = (off_t)sx.stx_size;
+	st->st_blksize = sx.stx_blksize;
+	st->st_blocks = (blkcnt_t)sx.stx_blocks;
+	st->st_atim = (struct timespec){sx.stx_atime.tv_sec, sx.stx_atime.tv_nsec};
+	st->st_mtim = (struct timespec){sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec};
+	st->st_ctim = (struct timespec){sx.stx_ctime.tv_sec, sx.stx_ctime.tv_nsec};
+	return 0;
 }
 
-int fstat64(int fd, struct stat64 *st)
-{
-	iow_ksync_fd(fd);
-	return IOW_REAL(fstat64)(fd, st);
-}
+/* CALL is the real call's expression, on st. */
+#define FSTAT_BODY(CALL)                                                         \
+	if (!iow_maybe_ours(fd))                                                 \
+		return CALL;                                                     \
+	struct iow_ofd *o = iow_ofd_get(fd);                                     \
+	if (!o)                                                                  \
+		return CALL;                                                     \
+	uint64_t gen = 0;                                                        \
+	iow_fast_ksync(o, fd); /* the kernel's size, for every process */        \
+	int r = iow_fast_fstat(o, (struct stat *)st, &gen);                      \
+	if (r == -3) {                                                           \
+		r = CALL;                                                        \
+	} else if (r != 0) {                                                     \
+		IOW_ADD(fstat_kernel, 1);                                        \
+		r = fresh_stat(fd, (struct stat *)st);                           \
+		if (r != 0)                                                      \
+			r = CALL;                                                \
+		if (r == 0)                                                      \
+			iow_fast_fstat_fill(o, gen, (const struct stat *)st);    \
+	}                                                                        \
+	iow_ofd_put(o);                                                          \
+	return r
 
-int __fxstat(int v, int fd, struct stat *st)
-{
-	iow_ksync_fd(fd);
-	return IOW_REAL(__fxstat)(v, fd, st);
-}
+int fstat(int fd, struct stat *st) { FSTAT_BODY(IOW_REAL(fstat)(fd, st)); }
 
-int __fxstat64(int v, int fd, struct stat64 *st)
-{
-	iow_ksync_fd(fd);
-	return IOW_REAL(__fxstat64)(v, fd, st);
-}
+int fstat64(int fd, struct stat64 *st) { FSTAT_BODY(IOW_REAL(fstat64)(fd, st)); }
+
+int __fxstat(int v, int fd, struct stat *st) { FSTAT_BODY(IOW_REAL(__fxstat)(v, fd, st)); }
+
+int __fxstat64(int v, int fd, struct stat64 *st) { FSTAT_BODY(IOW_REAL(__fxstat64)(v, fd, st)); }
 
 static void kdrop_fd(int fd, off_t off, size_t n)
 {

@@ -303,15 +303,17 @@ __attribute__((destructor)) static void iow_report(void)
 	if (!report_to)
 		return;
 	int e = errno;
-	char line[512];
+	char line[768];
 	int n = snprintf(line, sizeof line,
 			 "iowarp-report pid=%d exe=%s child=%d opens=%lu calls=%lu "
 			 "fast_read=%lu fast_write=%lu kernel_read=%lu kernel_write=%lu "
 			 "ipc_read=%lu ipc_write=%lu ipc_lease=%lu "
-			 "fast_hits=%lu fast_misses=%lu stdio=%lu mpi=%lu handshake_fail=%lu\n",
+			 "fast_hits=%lu fast_misses=%lu stdio=%lu mpi=%lu handshake_fail=%lu "
+			 "statfs=%lu statfs_cached=%lu grants=%lu grants_skipped=%lu fstat_kernel=%lu fstat_cached=%lu\n",
 			 (int)getpid(), program_invocation_short_name, iow_in_child, LD(opens), LD(calls),
 			 LD(fast_read), LD(fast_write), LD(kernel_read), LD(kernel_write), LD(ipc_read), LD(ipc_write), LD(ipc_lease),
-			 LD(fast_hits), LD(fast_misses), LD(stdio_streams), LD(mpi_calls), LD(handshake_fail));
+			 LD(fast_hits), LD(fast_misses), LD(stdio_streams), LD(mpi_calls), LD(handshake_fail),
+			 LD(statfs_calls), LD(statfs_cached), LD(grants), LD(grants_skipped), LD(fstat_kernel), LD(fstat_cached));
 	if (n <= 0)
 		return;
 	int fd = report_fd;

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 
 #include "abi.h"
 
@@ -32,6 +33,7 @@ struct iow_ofd {
 	int flags;          /* O_ACCMODE | O_APPEND of the description */
 	struct iow_cap cap;
 	uintptr_t gohandle; /* Go-side attachment (fast path); 0 = none */
+	int lazy;           /* atomic: 1 = attach at the first call that needs the maps, 2 = attaching */
 	struct iow_frec *rep; /* report.c: the file's IOWARP_REPORT record; NULL = none */
 	struct iow_ofd *next_free;
 };
@@ -55,6 +57,14 @@ static inline int iow_maybe_ours(int fd)
 
 /* fast.c */
 void iow_attach_fast(struct iow_ofd *o);
+void iow_attach_lazy(struct iow_ofd *o); /* the deferred attach of an open (o->lazy) */
+static inline void iow_fast_ensure(struct iow_ofd *o)
+{
+	if (__builtin_expect(__atomic_load_n(&o->lazy, __ATOMIC_ACQUIRE) != 0, 0))
+		iow_attach_lazy(o);
+}
+int iow_fast_fstat(struct iow_ofd *o, struct stat *st, uint64_t *gen); /* 0 = served from the table, -2 = ask the kernel and fill, -3 = no maps */
+void iow_fast_fstat_fill(struct iow_ofd *o, uint64_t gen, const struct stat *st); /* the kernel's answer, asked under gen */
 void iow_detach_fast(struct iow_ofd *o); /* plain C state: a forked child may unmap its copy too */
 ssize_t iow_fast_pread(struct iow_ofd *o, void *buf, size_t n, off_t off);
 ssize_t iow_fast_pwrite(struct iow_ofd *o, const void *buf, size_t n, off_t off);
@@ -112,6 +122,10 @@ struct iow_counters {
 	unsigned long fast_read, kernel_read, ipc_read;
 	unsigned long fast_write, kernel_write, ipc_write; /* ipc: misses carried by runtime/ipc */
 	unsigned long ipc_lease; /* lease refills granted over runtime/ipc */
+	/* metadata: the calls the shim made to the daemon, and those it saved */
+	unsigned long statfs_calls, statfs_cached; /* open's is-it-FUSE probe: fstatfs, or a known device */
+	unsigned long grants, grants_skipped;      /* maps asked for (at the first I/O), opens closed without */
+	unsigned long fstat_kernel, fstat_cached;  /* fstat of our fds: asked the kernel, or served from the table */
 };
 extern struct iow_counters iow_cnt;
 /* iow_report_files: IOWARP_REPORT names a file, which gets a line per

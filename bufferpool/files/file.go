@@ -176,6 +176,7 @@ func (f *file) revalidate() (dropped bool) {
 		return false
 	}
 	f.size.Store(st.Size)
+	f.bucket.NoteDataEnd(st.Size) // the backing file's new bytes: no holes for shims
 	f.shareSize()
 	f.backingSize.Store(st.Size)
 	f.stateMu.Lock()
@@ -251,6 +252,13 @@ func (f *file) overlay(st *unix.Stat_t) {
 func (f *file) touch() { f.setMtime(time.Now()) }
 
 func (f *file) setMtime(t time.Time) {
+	f.setMtimeQuiet(t)
+	f.bucket.AttrChanged() // shims' cached fstat (shim.go)
+}
+
+// setMtimeQuiet is setMtime for an mtime the shims already serve (their
+// own: shimChanged).
+func (f *file) setMtimeQuiet(t time.Time) {
 	f.stateMu.Lock()
 	f.mtime, f.mtimeDirty = t, true
 	f.stateMu.Unlock()
@@ -597,6 +605,7 @@ func (f *file) truncate(size int64) error {
 // change, so revalidate does not take it for another node's. Called with
 // backingMu held.
 func (f *file) noteSeenLocked() {
+	f.bucket.AttrChanged() // the backing file's times changed: shims' cached fstat
 	var st unix.Stat_t
 	if unix.Fstat(int(f.backing.Fd()), &st) == nil {
 		f.stateMu.Lock()

@@ -298,6 +298,7 @@ func (h *Handle) setattr(a SetAttr) (unix.Stat_t, error) {
 			}
 		}
 	}
+	f.bucket.AttrChanged() // shims' cached fstat (shim.go)
 	return h.Getattr()
 }
 

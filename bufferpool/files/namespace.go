@@ -201,6 +201,7 @@ func (fs *FS) unlinked(st *unix.Stat_t) {
 	}
 	var now unix.Stat_t
 	if f := fs.lookupFile(keyOf(st)); f != nil {
+		f.bucket.AttrChanged() // its links and ctime: shims' cached fstat
 		if err := unix.Fstat(int(f.backing.Fd()), &now); err != nil || now.Nlink == 0 {
 			f.markUnlinked()
 		}
@@ -247,7 +248,20 @@ func (fs *FS) Link(oldPath, newPath string) error {
 	if err := unix.Linkat(ao.dir, ao.name, an.dir, an.name, 0); err != nil {
 		return pathErr("link", newPath, err)
 	}
+	fs.attrChangedAt(an.dir, an.name)
 	return nil
+}
+
+// attrChangedAt tells the open file at dir/name, if any, that its stat
+// changed (links, ctime, mode, owner): shims' cached fstat (shim.go).
+func (fs *FS) attrChangedAt(dir int, name string) {
+	var st unix.Stat_t
+	if unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return
+	}
+	if f := fs.lookupFile(keyOf(&st)); f != nil {
+		f.bucket.AttrChanged()
+	}
 }
 
 // Mknod creates a FIFO, socket or device node owned by c.
@@ -285,6 +299,10 @@ func (fs *FS) Rename(oldPath, newPath string, flags uint32) error {
 	if err := unix.Renameat2(ao.dir, ao.name, an.dir, an.name, uint(flags)); err != nil {
 		return pathErr("rename", oldPath+" -> "+newPath, err)
 	}
+	fs.attrChangedAt(an.dir, an.name) // its ctime
+	if flags&unix.RENAME_EXCHANGE != 0 {
+		fs.attrChangedAt(ao.dir, ao.name)
+	}
 	if replaced {
 		var src unix.Stat_t
 		// rename of a name onto another name of the same inode is a no-op.
@@ -320,6 +338,7 @@ func (fs *FS) Setattr(p string, h *Handle, a SetAttr) (unix.Stat_t, error) {
 	if err := fs.setMeta(e, a); err != nil {
 		return unix.Stat_t{}, pathErr("setattr", p, err)
 	}
+	fs.attrChangedAt(e.dir, e.name)
 	return fs.lstatAt(e, p)
 }
 

@@ -134,8 +134,27 @@ func (f *file) syncShim() bool {
 		return false
 	}
 	growTo(&f.size, s)
-	f.dataChanged()
+	f.shimChanged()
 	return true
+}
+
+// shimChanged stamps a change of the file's bytes that shims made: at the
+// mtime they stamped in the page table (their last write's time), so that
+// the kernel path's stat and the shims' cached fstat (served from that
+// word, adapters/posix/fast.c) agree; now when they stamped none.
+func (f *file) shimChanged() {
+	ns := f.bucket.ShimMtime()
+	if ns <= 0 {
+		f.dataChanged()
+		return
+	}
+	t := time.Unix(0, ns)
+	f.lastWrite.Store(time.Now().UnixNano())
+	f.stateMu.Lock()
+	if !f.mtimeDirty || t.After(f.mtime) {
+		f.mtime, f.mtimeDirty = t, true
+	}
+	f.stateMu.Unlock()
 }
 
 // ShimUnmap ends one read-write grant of ShimMaps. At the last one the
@@ -177,7 +196,7 @@ func (f *file) shareSize() { f.bucket.SetSharedSize(f.size.Load()) }
 
 // shimHarvested is the bucket's harvest callback (under its write lock;
 // stateMu is a leaf): shim writes changed the data now.
-func (f *file) shimHarvested(int) { f.dataChanged() }
+func (f *file) shimHarvested(int) { f.shimChanged() }
 
 // harvestShim folds pending shim writes into the pool and, if any were
 // found (here or by a harvest inside the bucket), schedules them like

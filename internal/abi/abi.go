@@ -72,7 +72,7 @@ const (
 // PTMaxPages bits each, resident then dirty.
 const (
 	PTMagic    = 0x50574f49 // "IOWP"
-	PTVersion  = 4
+	PTVersion  = 5
 	PTHeader   = 4096
 	PTMaxPages = 1 << 20 // pages past it are never hits
 	PTBitmap   = PTMaxPages / 8
@@ -91,6 +91,8 @@ const (
 	PTOffLease    = 128 // i64 pages shims may still create (the lease; own cache line)
 	PTOffCover    = 136 // u64 bytes of the segment that exist: new pages end at or below it
 	PTOffNewFrom  = 144 // i64 no page at or past it holds data the table does not show (shims may create holes there)
+	PTOffMtime    = 192 // i64 ns: the file's mtime as of the last write (shims: an atomic max at each write; the daemon stores its own; own cache line)
+	PTOffAttrGen  = 200 // u64 raised by the daemon at every other change of what stat answers (mode, owner, links, times, the backing file)
 
 	PTOffResident = PTHeader
 	PTOffDirty    = PTHeader + PTBitmap

@@ -102,6 +102,8 @@ var Records = []Record{
 			{"lease", "int64_t", 0, PTOffLease, "pages shims may still create (own cache line)"},
 			{"cover", "uint64_t", 0, PTOffCover, "bytes of the segment that exist"},
 			{"new_from", "int64_t", 0, PTOffNewFrom, "non-resident pages at or past it are holes"},
+			{"mtime", "int64_t", 0, PTOffMtime, "ns: mtime as of the last write (own cache line)"},
+			{"attr_gen", "uint64_t", 0, PTOffAttrGen, "raised at every other change of what stat answers"},
 		},
 	},
 }

@@ -158,6 +158,10 @@ type Report struct {
 	FastHits, FastMisses                         int64
 	IPCRead, IPCWrite                            int64
 	IPCLease                                     int64 // lease refills granted over runtime/ipc
+	// Metadata: fstatfs probes made and saved, grants asked for and
+	// skipped (opens without I/O), fstat answered by the kernel and by
+	// the page table.
+	Statfs, StatfsCached, Grants, GrantsSkipped, FstatKernel, FstatCached int64
 }
 
 func parseReport(t *testing.T, path string) Report {
@@ -209,6 +213,18 @@ func parseReport(t *testing.T, path string) Report {
 				r.IPCWrite += n
 			case "ipc_lease":
 				r.IPCLease += n
+			case "statfs":
+				r.Statfs += n
+			case "statfs_cached":
+				r.StatfsCached += n
+			case "grants":
+				r.Grants += n
+			case "grants_skipped":
+				r.GrantsSkipped += n
+			case "fstat_kernel":
+				r.FstatKernel += n
+			case "fstat_cached":
+				r.FstatCached += n
 			}
 		}
 	}

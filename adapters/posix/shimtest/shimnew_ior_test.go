@@ -12,7 +12,8 @@ import (
 // each rank writes its block of new data, fsyncs, and reads back the
 // other rank's, checking every word against the writer's pattern (-W:
 // rank, offset and run are in each word). The fast path carries every
-// byte written, and the reads of the freshly written data too.
+// byte written, file per process and in one shared file, and the reads of
+// the freshly written data too.
 func TestIORVerify(t *testing.T) {
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		t.Skip("no mpirun")
@@ -39,24 +40,14 @@ func TestIORVerify(t *testing.T) {
 				t.Fatalf("ior output: %q", out)
 			}
 			requireOurs(t, r)
-			// File per process: every byte written goes fast. One shared
-			// file: a rank's new pages race the other rank's pages past
-			// them (the page table's new_from moves at the daemon's
-			// harvest), and those writes take the kernel path, nothing
-			// lost (-W checked every word): 1 of 16 MiB at load 8, 10 of
-			// 16 under GOMAXPROCS=1, a known gap (closing note). The fast
-			// path must still carry a share of them.
-			if r.FastWrite+r.KernelWrite != 2*block {
-				t.Fatalf("want the 2 ranks' %d bytes written: %+v", 2*block, r)
-			}
-			if strings.Contains(c.name, "fpp") && r.KernelWrite != 0 {
+			// Every byte written goes fast, in one shared file too: a
+			// rank's block lies below the size the other rank raised
+			// (holes: the page table's new_from stays at the size the
+			// file had when the first grant published it). A rank that
+			// opened after the other had written its block took the
+			// kernel path for all of its own (TestHolesBelowAnotherWriter).
+			if r.FastWrite != 2*block || r.KernelWrite != 0 {
 				t.Fatalf("want the 2 ranks' %d bytes written on the fast path: %+v", 2*block, r)
-			}
-			if r.FastWrite < block/4 {
-				t.Fatalf("want at least %d of the %d bytes written on the fast path: %+v", block/4, 2*block, r)
-			}
-			if r.KernelWrite > 0 {
-				t.Logf("%s: %d of %d bytes written took the kernel path", c.name, r.KernelWrite, 2*block)
 			}
 			if r.FastRead != 2*block || r.KernelRead != 0 {
 				t.Fatalf("want the 2 ranks' %d bytes read back on the fast path: %+v", 2*block, r)
