@@ -15,6 +15,7 @@ import (
 	// The drivers a helper serves.
 	"github.com/iowarp/iowarp/formats/hdf5"
 	"github.com/iowarp/iowarp/formats/netcdf"
+	_ "github.com/iowarp/iowarp/formats/numpy"
 	_ "github.com/iowarp/iowarp/formats/tabular"
 	_ "github.com/iowarp/iowarp/formats/zarr"
 )
