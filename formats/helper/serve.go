@@ -13,6 +13,7 @@ import (
 	"github.com/iowarp/iowarp/internal/sys"
 
 	// The drivers a helper serves.
+	_ "github.com/iowarp/iowarp/formats/fits"
 	"github.com/iowarp/iowarp/formats/hdf5"
 	"github.com/iowarp/iowarp/formats/netcdf"
 	_ "github.com/iowarp/iowarp/formats/numpy"
