@@ -18,6 +18,7 @@ import (
 	"github.com/iowarp/iowarp/formats/hdf5"
 	"github.com/iowarp/iowarp/formats/netcdf"
 	_ "github.com/iowarp/iowarp/formats/numpy"
+	_ "github.com/iowarp/iowarp/formats/pdb"
 	_ "github.com/iowarp/iowarp/formats/tabular"
 	_ "github.com/iowarp/iowarp/formats/zarr"
 )
