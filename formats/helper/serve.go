@@ -14,6 +14,7 @@ import (
 
 	// The drivers a helper serves.
 	_ "github.com/iowarp/iowarp/formats/fits"
+	_ "github.com/iowarp/iowarp/formats/gdal"
 	_ "github.com/iowarp/iowarp/formats/grib"
 	"github.com/iowarp/iowarp/formats/hdf5"
 	"github.com/iowarp/iowarp/formats/netcdf"
