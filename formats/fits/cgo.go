@@ -308,15 +308,16 @@ func (c *cfile) column(col int) (int, int64, int, error) {
 }
 
 // nulval returns cfitsio's "undefined value" for reads of ctype: NaN for
-// floats (BLANK pixels of scaled images become NaN, as in astropy),
-// zero (no null checking) otherwise.
-func nulval(ctype int) unsafe.Pointer {
-	switch ctype {
-	case tFloat, tComplex:
+// floats read from scaled integers (BLANK pixels become NaN, as in
+// astropy), zero (no null checking: values as they are) otherwise.
+func nulval(ctype int, scaled bool) unsafe.Pointer {
+	switch {
+	case !scaled:
+	case ctype == tFloat || ctype == tComplex:
 		p := (*C.float)(C.malloc(8))
 		*p = C.float(math.NaN())
 		return unsafe.Pointer(p)
-	case tDouble, tDblComplex:
+	case ctype == tDouble || ctype == tDblComplex:
 		p := (*C.double)(C.malloc(8))
 		*p = C.double(math.NaN())
 		return unsafe.Pointer(p)
@@ -338,7 +339,7 @@ func (c *cfile) readImage(fv *fvar, h omni.Hyperslab, dst []byte) error {
 		trc[k] = C.long(h.Start[i] + (h.Count[i]-1)*st + 1)
 		inc[k] = C.long(st)
 	}
-	nul := nulval(fv.ctype)
+	nul := nulval(fv.ctype, fv.scaled)
 	defer C.free(nul)
 	mu.Lock()
 	defer mu.Unlock()
@@ -481,12 +482,19 @@ func (c *cfile) readRowsLocked(fv *fvar, r0, n int64, buf []byte) error {
 			ctype = tDblComplex
 		}
 	}
-	nul := nulval(ctype)
+	nul := nulval(ctype, fv.scaled)
 	defer C.free(nul)
 	var anynul C.int
 	C.ffgcv(c.f, C.int(ctype), C.int(fv.col), C.longlong(r0+1), 1, C.longlong(n*fv.repeat), nul, unsafe.Pointer(&buf[0]), &anynul, &status)
 	if status != 0 {
 		return fitsErr("fits_read_col "+fv.v.Path, status)
+	}
+	if fv.ctype == tLogical { // 'T' is 1, 'F' 0, anything else false (as astropy)
+		for i, c := range buf[:n*fv.repeat] {
+			if c != 1 {
+				buf[i] = 0
+			}
+		}
 	}
 	return nil
 }

@@ -75,6 +75,11 @@ type fvar struct {
 	parts  int // 2 for complex
 	repeat int64
 	width  int // string columns
+	// scaled: integers in the file read as floats (BSCALE/BZERO, TSCAL/
+	// TZERO): undefined values (BLANK, TNULL) become NaN, as in astropy.
+	// Otherwise values are copied as they are (NaN payloads and
+	// subnormals kept; cfitsio's null checking would flush them).
+	scaled bool
 }
 
 // maxHDUs and maxCards bound what a header may make the daemon hold.
@@ -229,7 +234,9 @@ func (f *File) image(g *omni.Group, hdu int) error {
 		v.Attrs = append(v.Attrs, omni.StringAttr("units", u))
 	}
 	g.AddVariable(v)
-	f.vars[v.Path] = &fvar{v: v, hdu: hdu, ctype: ctype, parts: 1}
+	bitpix, _ := omni.Attr(g.Attrs, "BITPIX")
+	ints, _ := bitpix.Value.([]int64)
+	f.vars[v.Path] = &fvar{v: v, hdu: hdu, ctype: ctype, parts: 1, scaled: dt.IsFloat() && len(ints) == 1 && ints[0] > 0}
 	return nil
 }
 
@@ -342,6 +349,7 @@ func (f *File) table(g *omni.Group, hdu int) error {
 		}
 		if tf := omni.AttrString(g.Attrs, "TFORM"+strconv.Itoa(col)); tf != "" {
 			v.Attrs = append(v.Attrs, omni.StringAttr("fits_tform", tf))
+			fv.scaled = v.DType.IsFloat() && strings.ContainsAny(strings.ToUpper(tf), "BIJK")
 		}
 		g.AddVariable(v)
 		fv.v = v
