@@ -23,24 +23,26 @@ import "C"
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/iowarp/iowarp/formats/omni"
 )
 
-func init() {
-	go serveThread()
-	onThread(func() { C.iwd_init() })
-}
-
 // calls run on the one OS thread that calls libgdal: GDAL's error
 // state and PROJ's context (with its open proj.db) are per thread, and a
 // goroutine may change threads between two cgo calls. It also
-// serialises the calls (datasets are not thread safe).
-var calls = make(chan func())
+// serialises the calls (datasets are not thread safe). The thread, and
+// GDALAllRegister, start at the first call: a process that links this
+// package but opens nothing (the daemon) never loads GDAL's drivers.
+var (
+	calls      = make(chan func())
+	threadOnce sync.Once
+)
 
 func serveThread() {
 	runtime.LockOSThread()
+	C.iwd_init()
 	for f := range calls {
 		f()
 	}
@@ -48,6 +50,7 @@ func serveThread() {
 
 // onThread runs f on the libgdal thread and waits for it.
 func onThread(f func()) {
+	threadOnce.Do(func() { go serveThread() })
 	done := make(chan struct{})
 	calls <- func() {
 		defer close(done)
