@@ -23,11 +23,10 @@ import (
 // mu serialises every call into libeccodes.
 var mu sync.Mutex
 
-func init() {
-	mu.Lock()
-	C.iwg_quiet() // errors come back as codes; nothing on the helper's stderr
-	mu.Unlock()
-}
+// quiet silences eccodes' logging (errors come back as codes; nothing
+// on the helper's stderr), at the first message decoded: a process that
+// links this package but decodes nothing (the daemon) never calls it.
+var quiet sync.Once
 
 // handle is a decoded message (codes_handle).
 type handle struct {
@@ -44,6 +43,7 @@ func newHandleLocked(msg []byte) (*handle, error) {
 	if len(msg) == 0 {
 		return nil, fmt.Errorf("empty message: %w", ErrLibrary)
 	}
+	quiet.Do(func() { C.iwg_quiet() })
 	h := C.codes_handle_new_from_message_copy(nil, unsafe.Pointer(&msg[0]), C.size_t(len(msg)))
 	if h == nil {
 		return nil, fmt.Errorf("codes_handle_new_from_message: %w: not a message eccodes can decode", ErrLibrary)
