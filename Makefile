@@ -17,7 +17,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := fuse3 libfuse3-dev libhdf5-dev libnetcdf-dev hdf5-tools netcdf-bin \
 	openmpi-bin libopenmpi-dev fio clang libbpf-dev python3-h5py python3-netcdf4 \
 	python3-numpy python3-xarray python3-zarr attr acl rsync jq e2fsprogs chromium \
-	python3-pip python3-setuptools python3-wheel
+	python3-pip python3-setuptools python3-wheel \
+	libcfitsio-dev python3-astropy libeccodes-dev python3-cfgrib python3-biopython \
+	libgdal-dev gdal-bin python3-gdal
 
 # Installation layout (GNU conventions; DESTDIR is prepended to every
 # path, for packaging and for the install test).

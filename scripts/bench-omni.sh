@@ -6,6 +6,11 @@
 # /dev/fuse and /usr/bin/python3 with h5py and numpy; builds bin/iowarp
 # if missing (make build). GIB=0.25 makes a smaller file.
 # Targets (issue 5): cold >= 0.7x h5py, warm >= 2x faster than h5py.
+# The same variable is also written as a FITS image (astropy; read
+# through cfitsio in the helpers, against astropy.io.fits reading it
+# directly) and as a Zarr store with xarray's default Blosc lz4 + shuffle
+# compressor (against zarr-python): FORMATS="fits zarr" (the default)
+# picks which besides HDF5, which always runs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/bin/iowarp
@@ -16,6 +21,7 @@ daemon=
 trap 'umount "$work/mnt" 2>/dev/null; [ -n "$daemon" ] && wait $daemon 2>/dev/null; rm -rf "$work"' EXIT
 mkdir -p "$work/mnt" "$work/backing"
 gib=${GIB:-1}
+formats=${FORMATS:-fits zarr}
 
 $py - "$work/backing/big.h5" "$gib" <<'EOF'
 import sys, time, h5py, numpy as np
@@ -36,14 +42,38 @@ import os
 print("made %s: %.0f MiB raw, %.0f MiB on disk, %.1fs" % (path, nz * ny * nx * 4 / 2**20, os.path.getsize(path) / 2**20, time.time() - t))
 EOF
 
-"$bin" mount "$work/mnt" --backing "$work/backing" --ram "$(( $(printf '%.0f' "$(echo "$gib*1024" | bc)") + 512 ))MiB" \
+# The FITS image and the Zarr store of the same values, from the HDF5 file.
+$py - "$work/backing" "$formats" <<'EOF'
+import os, sys, time, h5py, numpy as np
+d, formats = sys.argv[1], sys.argv[2].split()
+a = h5py.File(os.path.join(d, "big.h5"))["temperature"]
+if "fits" in formats:
+    from astropy.io import fits
+    t = time.time()
+    fits.PrimaryHDU(a[()]).writeto(os.path.join(d, "big.fits"))
+    print("made big.fits: %.0f MiB, %.1fs" % (os.path.getsize(os.path.join(d, "big.fits")) / 2**20, time.time() - t))
+if "zarr" in formats:
+    import zarr, numcodecs
+    t = time.time()
+    g = zarr.open_group(os.path.join(d, "big.zarr"), mode="w")
+    z = g.create_dataset("temperature", shape=a.shape, chunks=(4, 256, 256), dtype="f4",
+                         compressor=numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE))
+    for k in range(0, a.shape[0], 8):
+        z[k:k + 8] = a[k:k + 8]
+    z.attrs["_ARRAY_DIMENSIONS"] = ["z", "y", "x"]
+    print("made big.zarr (blosc lz4, shuffle): %.1fs" % (time.time() - t))
+EOF
+
+# RAM tier: every variable's blocks stay resident (one copy per format).
+copies=$(( 1 + $(wc -w <<<"$formats") ))
+"$bin" mount "$work/mnt" --backing "$work/backing" --ram "$(( $(printf '%.0f' "$(echo "$gib*1024" | bc)") * copies + 512 ))MiB" \
 	--control-dir "$work/ctl" 2>"$work/daemon.log" &
 daemon=$!
 for _ in $(seq 200); do grep -q " $work/mnt " /proc/self/mountinfo && break; sleep 0.05; done
 
-$py - "$work/mnt" <<'EOF'
+$py - "$work/mnt" "$formats" <<'EOF'
 import os, sys, time, h5py, numpy as np
-mnt = sys.argv[1]
+mnt, formats = sys.argv[1], sys.argv[2].split()
 src = os.path.join(mnt, "big.h5")
 npy = os.path.join(mnt, ".omni", "big.h5", "temperature", "data.npy")
 
@@ -67,5 +97,31 @@ print("h5py direct:           %6.2fs  %7.0f MiB/s" % (th, want.nbytes / th / 2**
 print("data.npy cold:         %6.2fs  %7.0f MiB/s  %.2fx h5py (target >= 0.7x)" % (tc, want.nbytes / tc / 2**20, th / tc))
 print("data.npy warm:         %6.2fs  %7.0f MiB/s  %.2fx h5py (target >= 2x)" % (tw, want.nbytes / tw / 2**20, th / tw))
 print("data.npy warm, mmap:   %6.2fs  %7.0f MiB/s  %.2fx h5py" % (tm, want.nbytes / tm / 2**20, th / tm))
+
+
+def versus(label, direct, npy):
+    """The view's data.npy cold and warm against the format's own reader."""
+    td, ref = timed(direct)
+    assert np.array_equal(ref, want), label + ": the direct read differs from h5py"
+    tc, cold = timed(lambda: np.load(npy))
+    assert np.array_equal(cold, want), label + ": cold read differs"
+    del cold
+    tw, warm = timed(lambda: np.load(npy))
+    assert np.array_equal(warm, want), label + ": warm read differs"
+    del warm
+    print("%-22s %6.2fs  %7.0f MiB/s" % (label + " direct:", td, want.nbytes / td / 2**20))
+    print("%-22s %6.2fs  %7.0f MiB/s  %.2fx direct" % (label + " data.npy cold:", tc, want.nbytes / tc / 2**20, td / tc))
+    print("%-22s %6.2fs  %7.0f MiB/s  %.2fx direct" % (label + " data.npy warm:", tw, want.nbytes / tw / 2**20, td / tw))
+
+
+backdir = os.path.dirname(back)
+if "fits" in formats:
+    from astropy.io import fits
+    versus("FITS", lambda: np.array(fits.getdata(os.path.join(backdir, "big.fits"), memmap=False)),
+           os.path.join(mnt, ".omni", "big.fits", "PRIMARY", "data", "data.npy"))
+if "zarr" in formats:
+    import zarr
+    versus("Zarr blosc", lambda: zarr.open_group(os.path.join(backdir, "big.zarr"), mode="r")["temperature"][...],
+           os.path.join(mnt, ".omni", "big.zarr", "temperature", "data.npy"))
 EOF
 grep -i "omni\|error" "$work/daemon.log" || true

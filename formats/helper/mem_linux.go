@@ -95,6 +95,11 @@ func landlockRules(root string) []sys.LandlockRule {
 	for _, d := range []string{"/usr/lib", "/usr/lib64", "/lib", "/lib64", "/etc/ld.so.cache", "/usr/share/zoneinfo"} {
 		rules = append(rules, sys.LandlockRule{Path: d, Access: read | sys.LandlockExecute})
 	}
+	// The data files of format libraries: eccodes' definitions and
+	// samples, GDAL's and PROJ's tables (absent ones are skipped).
+	for _, d := range []string{"/usr/share/eccodes", "/usr/share/gdal", "/usr/share/proj"} {
+		rules = append(rules, sys.LandlockRule{Path: d, Access: read})
+	}
 	return rules
 }
 

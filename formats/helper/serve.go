@@ -13,8 +13,13 @@ import (
 	"github.com/iowarp/iowarp/internal/sys"
 
 	// The drivers a helper serves.
+	_ "github.com/iowarp/iowarp/formats/fits"
+	_ "github.com/iowarp/iowarp/formats/gdal"
+	_ "github.com/iowarp/iowarp/formats/grib"
 	"github.com/iowarp/iowarp/formats/hdf5"
 	"github.com/iowarp/iowarp/formats/netcdf"
+	_ "github.com/iowarp/iowarp/formats/numpy"
+	_ "github.com/iowarp/iowarp/formats/pdb"
 	_ "github.com/iowarp/iowarp/formats/tabular"
 	_ "github.com/iowarp/iowarp/formats/zarr"
 )

@@ -1,0 +1,4 @@
+package gdal
+
+// WarmUp: see warmUp.
+var WarmUp = warmUp
