@@ -21,8 +21,12 @@ Copies: a selection is read with one ``readinto`` of
 reads the hyperslab from the file (or its pool cache) and the kernel copies
 it into the array, one copy. Negative steps read the forward range and
 reverse it in numpy (a view); integer indices drop their axis (a view).
-``raw=True`` reads ``data.raw`` where the view has it (values before CF
-decoding), else ``data``.
+Values: indexing a Variable gives the stored values, as h5py does and as
+netCDF4 does with ``set_auto_maskandscale(False)`` (the view's ``data.raw``
+where it has one, else ``data``, which then holds them unchanged);
+``read(key, raw=False)`` gives them CF-decoded as xarray decodes by default
+(the view's ``data``: fill values NaN, scale_factor/add_offset applied, CF
+time as datetime64[ns]), with the dtype the view's ``dtype`` file names.
 """
 
 import builtins
@@ -48,6 +52,8 @@ def numpy_dtype(t):
         return np.dtype(object)
     if t.startswith("S") and t[1:].isdigit():
         return np.dtype("S" + t[1:])
+    if t == "datetime64[ns]":
+        return np.dtype("<M8[ns]")
     raise ValueError("unknown OMNI dtype %r" % t)
 
 
@@ -117,7 +123,6 @@ class Dataset:
         self.path = self.schema.get("path", "")
         self.format = self.schema.get("format", "")
         self.root = Group(self, self.schema["root"])
-        self._raw = None
         self._lock = threading.Lock()
 
     def __repr__(self):
@@ -179,11 +184,20 @@ class Dataset:
             stack.extend(reversed(list(g.groups.values())))
 
     def has_raw(self, v):
-        """Whether the views have data.raw (values before CF decoding)."""
+        """Whether v's view has data.raw: the views list it only for a
+        variable whose CF decoding changes its values."""
         with self._lock:
-            if self._raw is None:
-                self._raw = os.path.exists(os.path.join(v.view_dir(), "data.raw"))
-            return self._raw
+            if v._raw is None:
+                v._raw = os.path.exists(os.path.join(v.view_dir(), "data.raw"))
+            return v._raw
+
+    def decoded_dtype(self, v):
+        """The dtype of v's decoded values (its view's dtype file)."""
+        with self._lock:
+            if v._decoded is None:
+                with builtins.open(os.path.join(v.view_dir(), "dtype")) as f:
+                    v._decoded = numpy_dtype(f.read().strip())
+            return v._decoded
 
 
 class Group:
@@ -226,6 +240,8 @@ class Variable:
         self.chunks = tuple(v.get("chunks") or ()) or None
         self.filters = list(v.get("filters") or [])
         self.attrs = _attrs(v.get("attrs"))
+        self._raw = None      # whether the view has data.raw (Dataset.has_raw)
+        self._decoded = None  # the decoded dtype (Dataset.decoded_dtype)
 
     def __repr__(self):
         return "<iowarp.omni.Variable %s %s %s %s>" % (self.path, self.dtype, self.dims, self.shape)
@@ -254,13 +270,14 @@ class Variable:
         a = self.read()
         return a.astype(dtype) if dtype is not None else a
 
-    def read(self, key=(), raw=False):
+    def read(self, key=(), raw=True):
         """The selection key (ints, slices, Ellipsis, as numpy's basic
-        indexing) as a numpy array."""
+        indexing) as a numpy array: the stored values, or with raw=False
+        the values CF-decoded as xarray decodes them by default."""
         axes, drop, flip = _normalize(key, self.shape)
         out_shape = tuple(len(range(*a)) for a in axes)
         if any(n == 0 for n in out_shape):
-            a = np.empty(out_shape, self.dtype)
+            a = np.empty(out_shape, self._dtype(raw))
         else:
             a = self._read(axes, out_shape, raw)
         if flip:
@@ -269,10 +286,16 @@ class Variable:
             a = a[tuple(0 if d else slice(None) for d in drop)]
         return a
 
+    def _dtype(self, raw):
+        if raw or self.omni_dtype == "string":
+            return self.dtype
+        return self.dataset.decoded_dtype(self)
+
     def _read(self, axes, out_shape, raw):
         whole = all(a == (0, n, 1) for a, n in zip(axes, self.shape))
         sel = "" if whole else "[" + ",".join("%d:%d:%d" % a for a in axes) + "]"
         name = "data.raw" if raw and self.dataset.has_raw(self) else "data"
+        dtype = self._dtype(raw)
         path = os.path.join(self.view_dir(sel), name)
         if self.omni_dtype == "string":
             # Variable-length strings: the view holds the selection as
@@ -281,7 +304,7 @@ class Variable:
                 width = f.read().strip()
             with builtins.open(path, "rb") as f:
                 return _fixed_strings(f.read(), width, out_shape)
-        a = np.empty(out_shape, self.dtype)
+        a = np.empty(out_shape, dtype)
         mv = memoryview(a.reshape(-1).view(np.uint8)) if a.nbytes else memoryview(b"")
         with builtins.open(path, "rb", buffering=0) as f:
             done = 0

@@ -263,6 +263,16 @@ class TestOmni(unittest.TestCase):
                 np.testing.assert_array_equal(got, want, "%s%r" % (name, sel))
         self.assertEqual(ds["station"].dtype, object)
         self.assertEqual(list(ds["station"][2:5]), ["st-2", "Zürich", "st-4"])
+        # raw=False: the values decoded as xarray decodes them by default.
+        import xarray as xr
+        with xr.open_dataset(self.nc) as xref:
+            for name in ["time", "temperature", "precip"]:
+                want = xref[name].values
+                got = ds[name].read((), raw=False)
+                self.assertEqual(got.dtype, want.dtype, name)
+                np.testing.assert_array_equal(got, want, name)
+                sel = (1, slice(2, 5)) if want.ndim > 1 else (slice(2, 5),)
+                np.testing.assert_array_equal(ds[name].read(sel, raw=False), want[sel], name)
         self.assertEqual(ds["station"][-1], "st-6")
         sal = ds["/ocean/salinity"]
         np.testing.assert_array_equal(sal[1:3, ::3], ref["ocean"]["salinity"][1:3, ::3])
@@ -360,7 +370,8 @@ class TestSearch(unittest.TestCase):
         self.assertTrue(path.endswith("@lat=-10:10,time=2024-01-31:2024-03-01"), path)
         with open(os.path.join(path, "shape")) as f:
             shape = tuple(json_load(f))
-        got = np.fromfile(os.path.join(path, "data"), dtype="<i2").reshape(shape)
+        raw = os.path.join(path, "data.raw")  # temperature is packed: data holds it decoded
+        got = np.fromfile(raw, dtype="<i2").reshape(shape)
         with netCDF4.Dataset(self.nc) as d:
             d.set_auto_maskandscale(False)
             want = d["temperature"][1:3, 2:5, :]
