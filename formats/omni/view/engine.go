@@ -12,6 +12,10 @@
 // stored bytes. AttrPlan reads an attribute value too large for the
 // schema on demand, like a 1-D variable.
 //
+// A Dataset of an assimilated source may show the byte range of its
+// upstream OMNI job (DatasetOfRange): its model is cut (omni.Cut) and
+// every read is mapped to the stored records, with pages of its own.
+//
 // Locks: Engine.mu guards sets only; Dataset.mu guards its current
 // Generation; Generation.mu guards plans and in-flight fetches. Each is
 // taken alone, and none is held while a helper or the file layer works
