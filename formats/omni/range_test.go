@@ -121,3 +121,47 @@ func TestApplyRange(t *testing.T) {
 		}
 	}
 }
+
+// FuzzApplyRange: any range either fails with ErrInvalid or keeps, of the
+// 6 records of 24 bytes, exactly those whose first byte lies in it, with
+// every variable on time cut alike and reads mapped inside the stored shape.
+func FuzzApplyRange(f *testing.F) {
+	for _, c := range [][2]int64{{0, 0}, {0, 24}, {23, 2}, {-1, 5}, {1 << 62, 1 << 62}, {144, 0}} {
+		f.Add(c[0], c[1])
+	}
+	f.Fuzz(func(t *testing.T, off, size int64) {
+		ds := rangeModel()
+		cut, err := ds.ApplyRange(Range{Off: off, Size: size})
+		var want []int64
+		for i := int64(0); i < 6; i++ {
+			if b := i * 24; off >= 0 && size >= 0 && b >= off && (size == 0 || b-off < size) {
+				want = append(want, i)
+			}
+		}
+		if off == 0 && size == 0 {
+			if cut != nil || err != nil {
+				t.Fatalf("zero range: %+v %v", cut, err)
+			}
+			return
+		}
+		if len(want) == 0 {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("range %d+%d keeps no record: %+v %v", off, size, cut, err)
+			}
+			return
+		}
+		if err != nil || cut.Start != want[0] || cut.Count != int64(len(want)) {
+			t.Fatalf("range %d+%d: %+v %v, want records %v", off, size, cut, err, want)
+		}
+		for _, p := range []string{"/time", "/temp", "/label"} {
+			v, _ := ds.Var(p)
+			if v.Shape[0] != cut.Count {
+				t.Fatalf("%s shape %v after a cut of %d", p, v.Shape, cut.Count)
+			}
+			sv, h := cut.Stored(v, All(v.Shape))
+			if err := h.Check(sv.Shape); err != nil {
+				t.Fatalf("%s: stored selection %+v: %v", p, h, err)
+			}
+		}
+	})
+}
