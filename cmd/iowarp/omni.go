@@ -587,6 +587,10 @@ func assimilateOne(ctx context.Context, p *helper.Pool, reg omni.Registry, t omn
 	if err := reg.Add(e, ds); err != nil {
 		return err
 	}
+	if cut != nil {
+		logrus.Infof("%s: range_off %d range_size %d keep records %d to %d of %s (%d bytes each in %s)",
+			name, t.RangeOff, t.RangeSize, cut.Start, cut.Start+cut.Count-1, cut.Dim, cut.Record, cut.Var)
+	}
 	logrus.Infof("assimilated %s as %s (%s, %d variables, %d bytes) in %s", src, name, ds.Format, e.Variables, e.Bytes, reg.Dir)
 	return nil
 }
