@@ -243,7 +243,7 @@ func (r *omniRoot) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 func (r *omniRoot) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if r.o.opt.Registry != "" && omni.ValidName(name) {
 		if e, err := r.registry().Get(name); err == nil {
-			d := r.o.DatasetOf(e.Source)
+			d := r.o.DatasetOfRange(e.Source, e.Range())
 			return r.entry(ctx, r.child(ctx, name, &omniGroup{omniBase{o: r.o}, d, "/", e.Filter}, true), out)
 		}
 	}

@@ -386,6 +386,37 @@ func TestOMNIViews(t *testing.T) {
 		if got := readDirNames(t, filepath.Join(om.dir, ".omni", "clim")); !slices.Contains(got, "lat") {
 			t.Errorf("the unfiltered entry lost lat: %v", got)
 		}
+		// A job's byte range keeps the records of temperature's time
+		// axis whose first byte lies in it (omni.Cut): 10 to 14.
+		const rec = 18 * 24 * 4
+		e.Name, e.Filter, e.RangeOff, e.RangeSize = "climr", "", 10*rec-5, 5*rec
+		if err := (omni.Registry{Dir: om.registry}).Add(e, ds); err != nil {
+			t.Fatal(err)
+		}
+		check := `import sys, os, json, numpy as np, xarray as xr
+o, src = sys.argv[1], sys.argv[2]
+x = xr.open_dataset(src)
+def same(name, got, want):
+    assert got.shape == want.shape, (name, got.shape, want.shape)
+    assert np.array_equal(got, want, equal_nan=got.dtype.kind == "f"), name
+for view, want in [("temperature", x["temperature"].values[10:15]), ("time", x["time"].values[10:15]),
+                   ("lat", x["lat"].values), ("temperature[1:3,0:2]", x["temperature"].values[11:13, 0:2]),
+                   ("temperature@time=2024-03-18:2024-03-31", x["temperature"].values[11:13])]:
+    same(view, np.load(os.path.join(o, view, "data.npy")), want)
+assert json.load(open(os.path.join(o, "temperature", "shape"))) == [5, 18, 24]
+lines = open(os.path.join(o, "temperature[0:1,0:1,0:1]", "data.csv")).read().splitlines()
+assert lines[1].startswith("2024-03-11T00:00:00,"), lines
+assert json.load(open(os.path.join(o, "schema.json")))["root"]["dims"][0]["size"] == 5
+print("ok")
+`
+		out, err := exec.Command(py, "-c", check, filepath.Join(om.dir, ".omni", "climr"), filepath.Join(fx, "climate.nc")).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "ok") {
+			t.Fatalf("range check: %v\n%s", err, out)
+		}
+		// The whole file's views are unchanged beside it.
+		if b, err := os.ReadFile(filepath.Join(om.dir, ".omni", "clim", "temperature", "shape")); err != nil || !strings.Contains(string(b), "53") {
+			t.Errorf("shape of the whole entry's temperature: %q %v", b, err)
+		}
 	})
 }
 

@@ -7,6 +7,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -92,37 +93,67 @@ func (o *omniFlags) pool() *helper.Pool {
 }
 
 // source resolves DATASET: a file or store, else an assimilated dataset's
-// name, with the dataset_filter of the job that assimilated it ("" for a
-// file, or a dataset assimilated whole).
-func (o *omniFlags) source(arg string) (src, filter string, err error) {
+// name, with the dataset_filter and byte range of the job that assimilated
+// it (zero for a file, or a dataset assimilated whole).
+func (o *omniFlags) source(arg string) (src string, rng omni.Range, err error) {
 	if _, err := os.Stat(arg); err == nil {
 		src, err := filepath.Abs(arg)
-		return src, "", err
+		return src, omni.Range{}, err
 	}
 	if omni.ValidName(arg) {
 		if e, err := (omni.Registry{Dir: o.registry}).Get(arg); err == nil {
-			return e.Source, e.Filter, nil
+			return e.Source, e.Range(), nil
 		}
 	}
-	return "", "", fmt.Errorf("%s: no such file and no assimilated dataset of that name (registry %s)", arg, o.registry)
+	return "", omni.Range{}, fmt.Errorf("%s: no such file and no assimilated dataset of that name (registry %s)", arg, o.registry)
+}
+
+// cutOpen opens src in p as a job with range rng shows it: cut to its
+// byte range (omni.Cut), then left with what its dataset_filter keeps.
+func cutOpen(ctx context.Context, p *helper.Pool, src string, rng omni.Range) (*omni.Dataset, *omni.Cut, error) {
+	ds, err := p.Open(ctx, src)
+	if err != nil {
+		return nil, nil, err
+	}
+	cut, err := ds.ApplyRange(rng)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", src, err)
+	}
+	ds.KeepMatching(rng.Filter)
+	return ds, cut, nil
+}
+
+// readCut reads the whole of v as the cut dataset shows it: the records
+// the cut keeps, read as a selection of the stored variable.
+func readCut(ctx context.Context, p *helper.Pool, src string, cut *omni.Cut, v *omni.Variable) ([]byte, error) {
+	sv, h := cut.Stored(v, omni.All(v.Shape))
+	if sv == v {
+		return p.ReadAll(ctx, src, v)
+	}
+	d, err := p.Read(ctx, src, sv, h)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return bytes.Clone(d.Bytes()), nil
 }
 
 // open resolves DATASET (source) and opens it in a new helper pool, which
 // the caller closes; on error the pool is already closed. An assimilated
-// dataset shows only what its job's dataset_filter keeps.
-func (o *omniFlags) open(ctx context.Context, arg string) (*helper.Pool, string, *omni.Dataset, error) {
-	src, filter, err := o.source(arg)
+// dataset shows only what its job's dataset_filter and byte range keep
+// (read its variables with readCut).
+func (o *omniFlags) open(ctx context.Context, arg string) (*helper.Pool, string, *omni.Dataset, *omni.Cut, error) {
+	src, rng, err := o.source(arg)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, nil, err
 	}
 	p := o.pool()
-	ds, err := p.Open(ctx, src)
+	ds, cut, err := cutOpen(ctx, p, src, rng)
 	if err != nil {
 		p.Close()
-		return nil, "", nil, err
+		return nil, "", nil, nil, err
 	}
-	ds.KeepMatching(filter)
-	return p, src, ds, nil
+	return p, src, ds, cut, nil
 }
 
 func newDescribeCmd() *cobra.Command {
@@ -137,7 +168,7 @@ func newDescribeCmd() *cobra.Command {
 			defer cancel()
 			var ds *omni.Dataset
 			err := within(ctx, func() error {
-				p, _, d, err := of.open(ctx, args[0])
+				p, _, d, _, err := of.open(ctx, args[0])
 				if err == nil {
 					p.Close()
 				}
@@ -208,14 +239,14 @@ func runExport(ctx context.Context, of *omniFlags, arg, out, format string, spli
 	if err != nil || drv.Write == nil {
 		return fmt.Errorf("export: format %q cannot be written (netcdf, hdf5, omni, csv, parquet)", format)
 	}
-	p, src, ds, err := of.open(ctx, arg)
+	p, src, ds, cut, err := of.open(ctx, arg)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
 	bar := newProgress(progress, "export "+filepath.Base(out), totalBytes(ds))
 	read := func(v *omni.Variable) ([]byte, error) {
-		b, err := p.ReadAll(ctx, src, v)
+		b, err := readCut(ctx, p, src, cut, v)
 		bar.Add(int64(len(b)))
 		return b, err
 	}
@@ -362,19 +393,19 @@ func runQuery(ctx context.Context, of *omniFlags, q *queryFlags, arg string, std
 	if err != nil {
 		return err
 	}
-	src, filter, err := of.source(arg)
+	src, rng, err := of.source(arg)
 	if err != nil {
 		return err
 	}
-	if v := path.Clean("/" + q.variable); !omni.MatchesFilter(v, filter) {
-		return fmt.Errorf("query: %s is not in %s: its job's dataset_filter %q leaves it out: %w", v, arg, filter, omni.ErrNotFound)
+	if v := path.Clean("/" + q.variable); !omni.MatchesFilter(v, rng.Filter) {
+		return fmt.Errorf("query: %s is not in %s: its job's dataset_filter %q leaves it out: %w", v, arg, rng.Filter, omni.ErrNotFound)
 	}
 	e, err := of.engine()
 	if err != nil {
 		return err
 	}
 	defer e.Close()
-	gen, err := e.DatasetOf(src).Current()
+	gen, err := e.DatasetOfRange(src, rng).Current()
 	if err != nil {
 		return err
 	}
@@ -531,12 +562,9 @@ func assimilateOne(ctx context.Context, p *helper.Pool, reg omni.Registry, t omn
 	if !omni.ValidName(name) {
 		return fmt.Errorf("assimilate %s: %q is not a usable dataset name (use --name)", src, name)
 	}
-	ds, err := p.Open(ctx, src)
+	ds, cut, err := cutOpen(ctx, p, src, omni.Range{Off: t.RangeOff, Size: t.RangeSize, Filter: t.DatasetFilter})
 	if err != nil {
 		return fmt.Errorf("assimilate %s: %w", src, err)
-	}
-	if t.DatasetFilter != "" {
-		ds.KeepMatching(t.DatasetFilter)
 	}
 	e := omni.Entry{Name: name, Source: src, Format: ds.Format, Size: st.Size(), ModTime: st.ModTime(),
 		Assimilated: time.Now().UTC(), Eager: eager, Filter: t.DatasetFilter, RangeOff: t.RangeOff,
@@ -548,7 +576,7 @@ func assimilateOne(ctx context.Context, p *helper.Pool, reg omni.Registry, t omn
 	if eager {
 		bar := newProgress(progress, "assimilate "+name, totalBytes(ds))
 		for _, v := range ds.Variables() {
-			b, err := p.ReadAll(ctx, src, v)
+			b, err := readCut(ctx, p, src, cut, v)
 			if err != nil {
 				return fmt.Errorf("assimilate %s: %w", src, err)
 			}
@@ -558,6 +586,10 @@ func assimilateOne(ctx context.Context, p *helper.Pool, reg omni.Registry, t omn
 	}
 	if err := reg.Add(e, ds); err != nil {
 		return err
+	}
+	if cut != nil {
+		logrus.Infof("%s: range_off %d range_size %d keep records %d to %d of %s (%d bytes each in %s)",
+			name, t.RangeOff, t.RangeSize, cut.Start, cut.Start+cut.Count-1, cut.Dim, cut.Record, cut.Var)
 	}
 	logrus.Infof("assimilated %s as %s (%s, %d variables, %d bytes) in %s", src, name, ds.Format, e.Variables, e.Bytes, reg.Dir)
 	return nil

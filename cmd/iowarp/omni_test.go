@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -480,3 +481,71 @@ print("ok")
 		t.Fatalf("split CSVs against h5py: %v\n%s", err, msg)
 	}
 }
+
+// TestJobRange: an upstream OMNI job's range_off/range_size keep the
+// records of temperature's outermost dimension (time) whose first byte
+// lies in the range (omni.Cut), with time cut alike, in query (through
+// the view engine) and in export, as netCDF4 and xarray read them.
+func TestJobRange(t *testing.T) {
+	dir := omniFixtures(t)
+	reg := filepath.Join(t.TempDir(), "registry")
+	nc := filepath.Join(dir, "climate.nc")
+	const rec = 18 * 24 * 4 // bytes of one time step of temperature (float32, 18×24)
+	job := filepath.Join(t.TempDir(), "job.yaml")
+	// Records 10 to 14: 10*rec-5 rounds up to record 10; the range ends
+	// 5 bytes into record 15, which starts outside it.
+	os.WriteFile(job, []byte("name: demo\ntransfers:\n  - src: file::"+nc+"\n    dst: iowarp::part\n    format: netcdf4\n"+
+		"    range_off: "+itoa(10*rec-5)+"\n    range_size: "+itoa(5*rec)+"\n"), 0o644)
+	if _, err := omniRun(t, "assimilate", job, "--registry", reg, "--eager"); err != nil {
+		t.Fatal(err)
+	}
+	e, err := omni.Registry{Dir: reg}.Get("part")
+	if err != nil || e.RangeOff != 10*rec-5 || e.RangeSize != 5*rec {
+		t.Fatalf("entry %+v %v", e, err)
+	}
+	out := t.TempDir()
+	if _, err := omniRun(t, "export", "part", filepath.Join(out, "part.nc"), "--registry", reg); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range [][]string{
+		{"--var", "temperature", "--raw", "--out", filepath.Join(out, "raw.npy")},
+		{"--var", "temperature", "--slice", "1:3,:,:", "--raw", "--out", filepath.Join(out, "slice.npy")},
+		{"--var", "time", "--out", filepath.Join(out, "time.npy")},
+		{"--var", "temperature", "--time", "2024-03-18:2024-03-31", "--raw", "--out", filepath.Join(out, "sel.npy")},
+	} {
+		if msg, err := omniRun(t, append([]string{"query", "part", "--registry", reg}, q...)...); err != nil {
+			t.Fatalf("query %v: %v\n%s", q, err, msg)
+		}
+	}
+	check := `import sys, os, numpy as np, netCDF4, xarray as xr
+src, out = sys.argv[1], sys.argv[2]
+s = netCDF4.Dataset(src); s.set_auto_mask(False)
+x = netCDF4.Dataset(os.path.join(out, "part.nc")); x.set_auto_mask(False)
+assert len(x.dimensions["time"]) == 5, x.dimensions["time"]
+assert np.array_equal(x["temperature"][:], s["temperature"][10:15])
+assert np.array_equal(x["time"][:], s["time"][10:15])
+assert np.array_equal(x["lat"][:], s["lat"][:]) and list(x["station"][:]) == list(s["station"][:])
+assert np.array_equal(x["forecast/precip"][:], s["forecast/precip"][:])
+assert np.array_equal(np.load(os.path.join(out, "raw.npy")), s["temperature"][10:15])
+assert np.array_equal(np.load(os.path.join(out, "slice.npy")), s["temperature"][11:13])
+t = xr.open_dataset(src)["time"].values
+assert np.array_equal(np.load(os.path.join(out, "time.npy")), t[10:15])
+want = xr.open_dataset(src, mask_and_scale=False)["temperature"][10:15].sel(time=slice("2024-03-18", "2024-03-31")).values
+got = np.load(os.path.join(out, "sel.npy"))
+assert got.shape[0] > 0 and np.array_equal(got, want), (got.shape, want.shape)
+print("ok")
+`
+	if b, err := exec.Command("/usr/bin/python3", "-c", check, nc, out).CombinedOutput(); err != nil || !strings.Contains(string(b), "ok") {
+		t.Fatalf("check: %v\n%s", err, b)
+	}
+	// A range in which no record starts is a clear error, nothing recorded.
+	os.WriteFile(job, []byte("name: demo\ntransfers:\n  - src: "+nc+"\n    dst: iowarp::none\n    range_off: 1\n    range_size: 100\n"), 0o644)
+	if _, err := omniRun(t, "assimilate", job, "--registry", reg); err == nil || !strings.Contains(err.Error(), "no record of /temperature starts") {
+		t.Errorf("assimilate of a range holding no record: %v", err)
+	}
+	if _, err := (omni.Registry{Dir: reg}).Get("none"); !errors.Is(err, omni.ErrNotFound) {
+		t.Errorf("a failed assimilation was recorded: %v", err)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -37,6 +37,9 @@ type Entry struct {
 	Job         string    `json:"job,omitempty"`
 }
 
+// Range is the job's byte range and dataset_filter the entry's views apply.
+func (e Entry) Range() Range { return Range{Off: e.RangeOff, Size: e.RangeSize, Filter: e.Filter} }
+
 // ValidName reports a usable dataset name: one path component, no dot first.
 func ValidName(name string) bool {
 	return validName(name) && !strings.HasPrefix(name, ".") && !strings.ContainsAny(name, "\x00")

@@ -12,6 +12,10 @@
 // stored bytes. AttrPlan reads an attribute value too large for the
 // schema on demand, like a 1-D variable.
 //
+// A Dataset of an assimilated source may show the byte range of its
+// upstream OMNI job (DatasetOfRange): its model is cut (omni.Cut) and
+// every read is mapped to the stored records, with pages of its own.
+//
 // Locks: Engine.mu guards sets only; Dataset.mu guards its current
 // Generation; Generation.mu guards plans and in-flight fetches. Each is
 // taken alone, and none is held while a helper or the file layer works
@@ -166,12 +170,29 @@ func (o *Engine) DatasetOf(src string) *Dataset {
 	return o.lookup("x:"+src, "", src)
 }
 
+// DatasetOfRange is DatasetOf(src) cut to the byte range of an upstream
+// OMNI job (omni.Cut): a Dataset of its own, whose variables on the cut
+// dimension show the records kept, their reads mapped to the stored ones.
+// A zero range is DatasetOf(src).
+func (o *Engine) DatasetOfRange(src string, r omni.Range) *Dataset {
+	d := o.DatasetOf(src)
+	if r.IsZero() {
+		return d
+	}
+	key := fmt.Sprintf("%s\x00range=%d+%d\x00%s", d.key, r.Off, r.Size, r.Filter)
+	return o.lookupRange(key, d.rel, d.abs, r)
+}
+
 func (o *Engine) lookup(key, rel, abs string) *Dataset {
+	return o.lookupRange(key, rel, abs, omni.Range{})
+}
+
+func (o *Engine) lookupRange(key, rel, abs string, r omni.Range) *Dataset {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	d := o.sets[key]
 	if d == nil {
-		d = &Dataset{o: o, key: key, rel: rel, abs: abs}
+		d = &Dataset{o: o, key: key, rel: rel, abs: abs, rng: r}
 		o.sets[key] = d
 	}
 	return d
@@ -182,8 +203,9 @@ func (o *Engine) lookup(key, rel, abs string) *Dataset {
 type Dataset struct {
 	o   *Engine
 	key string
-	rel string // mount-relative path; "" for a file outside the mount
-	abs string // absolute path when rel == ""
+	rel string     // mount-relative path; "" for a file outside the mount
+	abs string     // absolute path when rel == ""
+	rng omni.Range // the job's byte range its views show (zero: all)
 
 	mu sync.Mutex
 	// gen is the current Generation (nil before the first use); loading
@@ -270,6 +292,9 @@ func (d *Dataset) load(st *unix.Stat_t, old *Generation) *Generation {
 	o := d.o
 	g := &Generation{d: d, st: stampOf(st), stat: *st, plans: map[string]*Plan{}, fetching: map[int64]*fetch{}}
 	bucket := "omni:" + d.Name()
+	if !d.rng.IsZero() { // its own pages: other records than the whole file's
+		bucket = "omni:" + d.key
+	}
 	if old != nil {
 		old.dead.Store(true)
 		if old.bucket != nil {
@@ -280,6 +305,9 @@ func (d *Dataset) load(st *unix.Stat_t, old *Generation) *Generation {
 	if g.err == nil {
 		o.stats.opens.Add(1)
 		g.ds, g.err = o.opt.Formats.Open(d.confined(), g.path)
+	}
+	if g.err == nil {
+		g.cut, g.err = g.ds.ApplyRange(d.rng)
 	}
 	if g.err == nil {
 		g.bucket, g.err = o.opt.Pool.Bucket(bucket, bufferpool.BucketOptions{PageSize: PageSize})
@@ -404,6 +432,7 @@ type Generation struct {
 	stat    unix.Stat_t
 	path    string
 	ds      *omni.Dataset
+	cut     *omni.Cut // the job's byte range applied to ds (nil: none)
 	err     error
 	retryAt time.Time   // when a failed open (err) is tried again
 	dead    atomic.Bool // superseded: its bucket is gone
@@ -443,3 +472,21 @@ func (g *Generation) Model() *omni.Dataset { return g.ds }
 
 // Stat is the source's stat when the generation was loaded.
 func (g *Generation) Stat() *unix.Stat_t { return &g.stat }
+
+// Cut is the job's byte range the generation's model was cut to (nil
+// when the Dataset shows the whole source).
+func (g *Generation) Cut() *omni.Cut { return g.cut }
+
+// readTo reads the selection slab of v, as the model shows it, into dst:
+// through the cut to the stored variable.
+func (g *Generation) readTo(ctx context.Context, v *omni.Variable, slab omni.Hyperslab, dst *os.File) (int64, error) {
+	sv, sh := g.cut.Stored(v, slab)
+	return g.d.o.opt.Formats.ReadTo(ctx, g.path, sv, sh, dst, 0)
+}
+
+// readAll reads the whole of v as the model shows it.
+func (g *Generation) readAll(ctx context.Context, v *omni.Variable) ([]byte, error) {
+	return g.cut.ReadAll(v, func(sv *omni.Variable) ([]byte, error) {
+		return g.d.o.opt.Formats.ReadAll(ctx, g.path, sv)
+	})
+}

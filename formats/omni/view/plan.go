@@ -171,7 +171,7 @@ func (g *Generation) readCoord(c *omni.Variable) ([]byte, error) {
 	if c.External {
 		return nil, fmt.Errorf("coordinate %s is stored in other files: %w", c.Path, omni.ErrNotSupported)
 	}
-	return g.d.o.opt.Formats.ReadAll(g.d.confined(), g.path, c)
+	return g.readAll(g.d.confined(), c)
 }
 
 // readStrings reads a variable-length string selection whole and keeps
@@ -183,7 +183,7 @@ func (p *Plan) readStrings() error {
 	if p.v.External {
 		return fmt.Errorf("%s: strings stored in other files: %w", p.v.Path, omni.ErrNotSupported)
 	}
-	raw, err := p.g.d.o.opt.Formats.ReadAll(p.g.d.confined(), p.g.path, p.v)
+	raw, err := p.g.readAll(p.g.d.confined(), p.v)
 	if err != nil {
 		return fmt.Errorf("read %s of %s: %w", p.v.Path, p.g.d.Name(), err)
 	}
@@ -451,7 +451,7 @@ func (p *Plan) readPrivate(ctx context.Context, j, in int64, buf []byte) error {
 	}
 	defer g.d.o.staging.put(st)
 	clear(st.mem[:p.stage])
-	n, err := g.d.o.opt.Formats.ReadTo(actx, g.path, p.v, slab, st.f, 0)
+	n, err := g.readTo(actx, p.v, slab, st.f)
 	if err == nil && n != p.storedLen(blen) {
 		err = fmt.Errorf("helper wrote %d bytes for %d: %w", n, p.storedLen(blen), omni.ErrCorrupt)
 	}
@@ -575,7 +575,7 @@ func (p *Plan) runFetch(f *fetch, j int64) {
 	// Zeroed first: staging memory is reused, and bytes a helper did not
 	// write must never be another block's (or another file's).
 	clear(st.mem[:p.stage])
-	n, err := g.d.o.opt.Formats.ReadTo(g.d.confined(), g.path, p.v, slab, st.f, 0)
+	n, err := g.readTo(g.d.confined(), p.v, slab, st.f)
 	if err == nil && n != p.storedLen(blen) {
 		err = fmt.Errorf("helper wrote %d bytes for %d: %w", n, p.storedLen(blen), omni.ErrCorrupt)
 	}

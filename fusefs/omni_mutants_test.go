@@ -1,0 +1,327 @@
+package fusefs
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/iowarp/iowarp/bufferpool/files"
+)
+
+// omniZarrMake writes a Zarr v2 store of two arrays, zlib and blosc.
+const omniZarrMake = `import sys, numpy as np, zarr, numcodecs
+g = zarr.open_group(sys.argv[1], mode="w")
+g.attrs["title"] = "mutant base"
+g.create_dataset("a", data=np.arange(60, dtype="<f8").reshape(6, 10), chunks=(3, 5), compressor=numcodecs.Zlib(level=1))
+g.create_dataset("b", data=np.arange(40, dtype="<i4") * 3, chunks=(10,), compressor=numcodecs.Blosc(cname="lz4", shuffle=1))
+s = g.create_group("sub")
+s.create_dataset("c", data=np.arange(12, dtype="<u2").reshape(3, 4), chunks=(2, 2), compressor=None)
+`
+
+// mutantBase is a valid file (or Zarr store) and its reference reader.
+type mutantBase struct {
+	path, ext, format string
+}
+
+// mutate changes b as one of: a few bytes flipped, a truncation, a run
+// overwritten with random bytes, an aligned word set to all ones (a
+// length or offset past everything).
+func mutate(r *rand.Rand, b []byte) ([]byte, string) {
+	b = slices.Clone(b)
+	if len(b) == 0 {
+		return b, "empty"
+	}
+	switch r.IntN(4) {
+	case 0:
+		k := 1 + r.IntN(8)
+		for range k {
+			b[r.IntN(len(b))] ^= byte(1 + r.IntN(255))
+		}
+		return b, fmt.Sprintf("flip %d", k)
+	case 1:
+		n := r.IntN(len(b))
+		return b[:n], fmt.Sprintf("truncate %d", n)
+	case 2:
+		off, n := r.IntN(len(b)), 4+r.IntN(61)
+		for i := off; i < min(len(b), off+n); i++ {
+			b[i] = byte(r.UintN(256))
+		}
+		return b, fmt.Sprintf("random %d+%d", off, n)
+	default:
+		w := 4 << r.IntN(2)
+		off := r.IntN(max(1, len(b)/w)) * w
+		for i := off; i < min(len(b), off+w); i++ {
+			b[i] = 0xff
+		}
+		return b, fmt.Sprintf("ones %d+%d", off, w)
+	}
+}
+
+var errPastLimit = errors.New("more bytes than the limit")
+
+// readAtMost reads the first limit bytes of p, and fails with
+// errPastLimit (with those bytes) when it holds more: a mutant's view
+// file may claim terabytes.
+func readAtMost(p string, limit int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		return b[:limit], errPastLimit
+	}
+	return b, err
+}
+
+// plainName: a name the views show as it is (no escaping).
+var plainName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
+
+// TestOMNIMutants: seeded mutants of valid HDF5, NetCDF-4, NetCDF classic
+// and Zarr files, plus the vendored malformed corpus, through one mount.
+// For each, every numeric variable the reference reader (h5py, netCDF4,
+// zarr; in a forked child that may crash) reads must read the same
+// through the views or fail with EIO, and every file of its view tree
+// must read or fail with EIO (ENOENT for an entry gone), within the
+// helper deadline's bound. The daemon (this process, which serves the
+// mount: a crash of it ends the test) keeps serving: a fresh copy of a
+// good file reads after every tenth mutant, and its peak RSS grows by
+// less than 256 MiB. IOWARP_MUTANTS sets the count (default 60; 300 is
+// the full run), IOWARP_MUTANT_SEED the seed.
+func TestOMNIMutants(t *testing.T) {
+	py := omniPython(t)
+	if out, err := exec.Command(py, "-c", "import zarr, numcodecs").CombinedOutput(); err != nil {
+		if strings.Contains(string(out), "ModuleNotFoundError") {
+			t.Skip("python3-zarr missing (make deps)")
+		}
+		t.Fatalf("import zarr: %v\n%s", err, out)
+	}
+	n, seed := 60, uint64(13)
+	if s := os.Getenv("IOWARP_MUTANTS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			t.Fatalf("IOWARP_MUTANTS=%q", s)
+		}
+		n = v
+	}
+	if s := os.Getenv("IOWARP_MUTANT_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("IOWARP_MUTANT_SEED=%q", s)
+		}
+		seed = v
+	}
+	fx := omniFixtures(t, py)
+	zs := filepath.Join(fx, "base.zarr")
+	if out, err := exec.Command(py, "-c", omniZarrMake, zs).CombinedOutput(); err != nil {
+		t.Fatalf("zarr: %v\n%s", err, out)
+	}
+	bases := []mutantBase{
+		{filepath.Join(fx, "grid.h5"), ".h5", "hdf5"},
+		{filepath.Join(fx, "climate.nc"), ".nc", "netcdf"},
+		{filepath.Join(fx, "classic.nc"), ".nc", "netcdf"},
+		{zs, ".zarr", "zarr"},
+	}
+	om := newOMNIMountWith(t, omniConfig{mode: files.Writeback, helperMem: 2 << 30})
+	ref := t.TempDir() // the same bytes, outside the mount, for the reference
+	r := rand.New(rand.NewPCG(seed, 0x6f6d6e69))
+
+	type mutant struct{ name, how, format string }
+	var ms []mutant
+	put := func(rel string, b []byte) {
+		for _, root := range []string{ref, filepath.Join(om.dir, "mut")} {
+			p := filepath.Join(root, rel)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range n {
+		b := bases[i%len(bases)]
+		name := fmt.Sprintf("m%03d%s", i, b.ext)
+		if b.format != "zarr" {
+			data, err := os.ReadFile(b.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, how := mutate(r, data)
+			put(name, m)
+			ms = append(ms, mutant{name, filepath.Base(b.path) + ": " + how, b.format})
+			continue
+		}
+		// A store: one of its files mutated, the others copied.
+		var rels []string
+		filepath.WalkDir(b.path, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				rel, _ := filepath.Rel(b.path, p)
+				rels = append(rels, rel)
+			}
+			return err
+		})
+		slices.Sort(rels)
+		pick := rels[r.IntN(len(rels))]
+		how := ""
+		for _, rel := range rels {
+			data, err := os.ReadFile(filepath.Join(b.path, rel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rel == pick {
+				data, how = mutate(r, data)
+			}
+			put(filepath.Join(name, rel), data)
+		}
+		ms = append(ms, mutant{name, "base.zarr/" + pick + ": " + how, b.format})
+	}
+	// The vendored malformed corpus (HDF5 files that crash, hang or
+	// mislead libhdf5) joins the mutants.
+	for _, dir := range []string{"hdf5-malformed", "hdf5-cve"} {
+		es, err := os.ReadDir(filepath.Join("..", "formats", "testdata", dir))
+		if err != nil {
+			t.Fatalf("the vendored corpus: %v", err)
+		}
+		for _, e := range es {
+			if strings.HasSuffix(e.Name(), ".h5") {
+				data, err := os.ReadFile(filepath.Join("..", "formats", "testdata", dir, e.Name()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				put(e.Name(), data)
+				ms = append(ms, mutant{e.Name(), dir, "hdf5"})
+			}
+		}
+	}
+
+	// The reference readers, in forked children.
+	var jobs [][3]string
+	for _, m := range ms {
+		jobs = append(jobs, [3]string{m.format, filepath.Join(ref, m.name), filepath.Join(ref, m.name+".ref.json")})
+	}
+	tref := time.Now()
+	jb, _ := json.Marshal(jobs)
+	jf := filepath.Join(t.TempDir(), "jobs.json")
+	os.WriteFile(jf, jb, 0o644)
+	if out, err := exec.Command(py, filepath.Join("..", "formats", "testdata", "reference.py"), jf).CombinedOutput(); err != nil {
+		t.Fatalf("reference.py: %v\n%s", err, out)
+	}
+
+	t.Logf("reference readers: %v", time.Since(tref).Round(time.Millisecond))
+	good := func(i int) {
+		t.Helper()
+		name := fmt.Sprintf("good%03d.h5", i)
+		copyIn(t, filepath.Join(fx, "grid.h5"), filepath.Join(om.dir, name))
+		if b, err := os.ReadFile(filepath.Join(om.dir, ".omni", name, "temperature", "data.raw")); err != nil || len(b) != 6*20*30*4 {
+			t.Fatalf("after %d mutants: a good file: %v (%d bytes)", i, err, len(b))
+		}
+	}
+	tviews := time.Now()
+	good(0)
+	hwm := vmHWM(t)
+	pid := os.Getpid()
+	bound := 4*omniHelperDeadline + 10*time.Second
+	var equal, eio, missing, extra int
+	var slowest time.Duration
+	for i, m := range ms {
+		var want map[string]struct {
+			Shape []int64 `json:"shape"`
+			Hex   string  `json:"hex"`
+		}
+		b, err := os.ReadFile(filepath.Join(ref, m.name+".ref.json"))
+		if err == nil {
+			err = json.Unmarshal(b, &want)
+		}
+		if err != nil {
+			t.Fatalf("%s: reference output: %v", m.name, err)
+		}
+		root := filepath.Join(om.dir, ".omni", "mut", m.name)
+		t0 := time.Now()
+		for p, w := range want {
+			comps := strings.Split(strings.TrimPrefix(p, "/"), "/")
+			if !slices.ContainsFunc(comps, func(c string) bool { return !plainName.MatchString(c) || c == "attrs" || c == "schema.json" }) {
+				dir := filepath.Join(append([]string{root}, comps...)...)
+				wb, _ := hex.DecodeString(w.Hex)
+				got, err := readAtMost(filepath.Join(dir, "data.raw"), int64(len(wb)))
+				if errors.Is(err, os.ErrNotExist) {
+					got, err = readAtMost(filepath.Join(dir, "data"), int64(len(wb)))
+				}
+				switch {
+				case errors.Is(err, errPastLimit):
+					t.Errorf("%s (%s) %s: more than the %d bytes the reference reads (shape %v)", m.name, m.how, p, len(wb), w.Shape)
+				case err == nil && !slices.Equal(got, wb):
+					t.Errorf("%s (%s) %s: %d bytes read, the reference reads %d other ones (shape %v)", m.name, m.how, p, len(got), len(wb), w.Shape)
+				case err == nil:
+					equal++
+				case errors.Is(err, syscall.EIO):
+					eio++ // the dataset, or this variable, fails as a whole
+				case errors.Is(err, syscall.ENOENT):
+					t.Errorf("%s (%s) %s: not in the views; the reference reads it (shape %v)", m.name, m.how, p, w.Shape)
+					missing++
+				default:
+					t.Errorf("%s (%s) %s: %v, want the reference's data or EIO", m.name, m.how, p, err)
+				}
+			}
+		}
+		// Every file of its tree reads or fails with EIO.
+		var files int
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				files++
+				_, err = readAtMost(p, 16<<20)
+				if errors.Is(err, errPastLimit) {
+					err = nil // a crafted shape: its first 16 MiB read
+				}
+			}
+			if err != nil && !errors.Is(err, syscall.EIO) && !errors.Is(err, syscall.ENOENT) {
+				t.Errorf("%s (%s): %v, want data or EIO", m.name, m.how, err)
+			}
+			if err != nil && d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		})
+		if len(want) == 0 && files > 0 {
+			extra++ // the reference reads nothing; the views open it
+			t.Logf("%s (%s): the reference reads no variable; the views list %d files", m.name, m.how, files)
+		}
+		el := time.Since(t0)
+		slowest = max(slowest, el)
+		if el > bound {
+			t.Errorf("%s (%s): %v, past the bound %v of the helper deadline", m.name, m.how, el, bound)
+		}
+		if (i+1)%10 == 0 {
+			good(i + 1)
+		}
+	}
+	good(len(ms))
+	t.Logf("views: %v", time.Since(tviews).Round(time.Millisecond))
+	grew := vmHWM(t) - hwm
+	if grew > 256<<20 {
+		t.Errorf("the daemon's peak RSS grew by %d MiB over %d mutants", grew>>20, len(ms))
+	}
+	if os.Getpid() != pid {
+		t.Errorf("pid %d, was %d", os.Getpid(), pid)
+	}
+	t.Logf("%d mutants (seed %d): %d variables equal to the reference, %d EIO, %d not listed; %d files the reference reads nothing of that the views open; slowest %v; peak RSS +%d MiB",
+		len(ms), seed, equal, eio, missing, extra, slowest.Round(time.Millisecond), grew>>20)
+	if equal == 0 {
+		t.Error("no variable of any mutant read equal to the reference: the check compares nothing")
+	}
+}
