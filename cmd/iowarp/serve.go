@@ -165,7 +165,7 @@ func (d *daemon) open() error {
 		"top":   func() (any, error) { return d.fsys.TopDirty(topFiles), nil },
 		// What the pool did per file (iowarp trace joins it).
 		"fileio": func() (any, error) { return d.fsys.FileIO(), nil },
-	}, stageStreams(d.fsys))
+	}, mergeStreams(stageStreams(d.fsys), snapshotStreams(d.fsys, cfg.Mount)))
 	if err != nil {
 		return err
 	}
