@@ -1,0 +1,276 @@
+package files
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// snapRead returns the bytes of file sub of snapshot name.
+func snapRead(t *testing.T, fs *testFS, name, sub string) []byte {
+	t.Helper()
+	e, rd, err := fs.SnapshotEntry(name, sub)
+	if err != nil || rd == nil {
+		t.Fatalf("snapshot %s entry %s: %v (reader %v)", name, sub, err, rd != nil)
+	}
+	buf := make([]byte, e.Stat.Size+100)
+	n, err := rd.ReadAt(buf, 0)
+	if err != nil {
+		t.Fatalf("read %s of snapshot %s: %v", sub, name, err)
+	}
+	return buf[:n]
+}
+
+func poolUsed(fs *testFS) int64 {
+	var n int64
+	for _, ts := range fs.pool.Stats().Tiers {
+		n += ts.Used
+	}
+	return n
+}
+
+// TestSnapshotModel: random writes, appends, truncates, punches, write-
+// backs and evictions of a few files, with snapshots taken at random
+// points; every snapshot reads what the files held when it was taken,
+// the live files what a plain model says, and deleting the snapshots
+// gives back exactly the bytes their copies held.
+func TestSnapshotModel(t *testing.T) {
+	fs := newTestFS(t, Writeback, 64<<20, 64<<20, nil)
+	rng := rand.New(rand.NewSource(7))
+	names := []string{"d/a", "d/b", "d/sub/c"}
+	if err := fs.Mkdir("d", 0o755, Cred{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Mkdir("d/sub", 0o700, Cred{}); err != nil {
+		t.Fatal(err)
+	}
+	model := map[string][]byte{}
+	hs := map[string]*Handle{}
+	for _, n := range names {
+		hs[n] = mustOpen(t, fs, n, unix.O_RDWR|unix.O_CREAT)
+		model[n] = nil
+	}
+	defer func() {
+		for _, h := range hs {
+			h.Release()
+		}
+	}()
+	type snap struct {
+		name  string
+		files map[string][]byte
+	}
+	var snaps []snap
+	baseline := poolUsed(fs)
+	for op := 0; op < 300; op++ {
+		n := names[rng.Intn(len(names))]
+		h := hs[n]
+		switch k := rng.Intn(10); {
+		case k < 4: // write somewhere inside or just past the end
+			off := rng.Int63n(int64(len(model[n])) + 2*testPage)
+			data := make([]byte, 1+rng.Intn(3*testPage))
+			rng.Read(data)
+			if _, err := h.WriteAt(data, off); err != nil {
+				t.Fatalf("op %d write %s: %v", op, n, err)
+			}
+			if end := off + int64(len(data)); end > int64(len(model[n])) {
+				model[n] = append(model[n], make([]byte, end-int64(len(model[n])))...)
+			}
+			copy(model[n][off:], data)
+		case k < 6:
+			size := rng.Int63n(int64(len(model[n])) + testPage)
+			if _, err := fs.Setattr(n, h, SetAttr{Size: &size}); err != nil {
+				t.Fatalf("op %d truncate %s: %v", op, n, err)
+			}
+			if size < int64(len(model[n])) {
+				model[n] = model[n][:size]
+			} else {
+				model[n] = append(model[n], make([]byte, size-int64(len(model[n])))...)
+			}
+		case k == 6 && len(model[n]) > 0:
+			off := rng.Int63n(int64(len(model[n])))
+			ln := 1 + rng.Int63n(2*testPage)
+			if err := h.Allocate(off, ln, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE); err != nil {
+				t.Fatalf("op %d punch %s: %v", op, n, err)
+			}
+			clear(model[n][off:min(off+ln, int64(len(model[n])))])
+		case k == 7:
+			if err := fs.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fs.Evict(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+		case k == 8 && len(snaps) < 4:
+			name := fmt.Sprintf("s%d", len(snaps))
+			in, err := fs.CreateSnapshot(name, "d")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in.Files != 3 || in.Dirs != 2 {
+				t.Fatalf("snapshot %s: %+v", name, in)
+			}
+			s := snap{name, map[string][]byte{}}
+			for _, f := range names {
+				s.files[f] = bytes.Clone(model[f])
+			}
+			snaps = append(snaps, s)
+		}
+		if op%25 != 24 {
+			continue
+		}
+		for _, s := range snaps {
+			for _, f := range names {
+				got := snapRead(t, fs, s.name, f[len("d/"):])
+				if !bytes.Equal(got, s.files[f]) {
+					t.Fatalf("op %d: snapshot %s of %s: %d bytes, want %d (first difference at %d)", op, s.name, f,
+						len(got), len(s.files[f]), firstDiff(got, s.files[f]))
+				}
+			}
+		}
+		for _, f := range names {
+			if got := readAll(t, hs[f]); !bytes.Equal(got, model[f]) {
+				t.Fatalf("op %d: live %s differs from the model at %d", op, f, firstDiff(got, model[f]))
+			}
+		}
+	}
+	if len(snaps) == 0 {
+		t.Fatal("no snapshot taken")
+	}
+	// The snapshots' attributes are the directories' at create.
+	if e, _, err := fs.SnapshotEntry(snaps[0].name, "sub"); err != nil || e.Stat.Mode&0o777 != 0o700 || !e.IsDir() {
+		t.Fatalf("sub in the snapshot: %v %o", err, e.Stat.Mode)
+	}
+	var held int64
+	for _, in := range fs.Snapshots() {
+		held += in.CopiedBytes
+	}
+	if held == 0 {
+		t.Fatal("no page was copied: the model changed nothing a snapshot shared")
+	}
+	// Give back: exactly the copies' bytes.
+	if err := fs.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	before := poolUsed(fs)
+	for _, s := range snaps {
+		if err := fs.DeleteSnapshot(s.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := poolUsed(fs)
+	if before-after != held {
+		t.Fatalf("delete gave back %d bytes, the snapshots held %d (pool used %d -> %d, at start %d)", before-after, held, before, after, baseline)
+	}
+	if _, _, err := fs.SnapshotEntry(snaps[0].name, ""); !errors.Is(err, unix.ENOENT) {
+		t.Fatalf("deleted snapshot still answers: %v", err)
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// TestSnapshotEdges: names, errors, unlinked files, no room for the
+// copies, the shim's grant, export.
+func TestSnapshotEdges(t *testing.T) {
+	fs := newTestFS(t, Writeback, 4*testPage, 4*testPage, nil)
+	h := mustOpen(t, fs, "f", unix.O_RDWR|unix.O_CREAT)
+	defer h.Release()
+	orig := bytes.Repeat([]byte("x"), 3*testPage)
+	if _, err := h.WriteAt(orig, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"", ".x", "a/b", "a\x00"} {
+		if _, err := fs.CreateSnapshot(bad, ""); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("name %q: %v", bad, err)
+		}
+	}
+	if _, err := fs.CreateSnapshot("s", "nope"); !errors.Is(err, unix.ENOENT) {
+		t.Errorf("missing path: %v", err)
+	}
+	if _, err := fs.CreateSnapshot("s", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.CreateSnapshot("s", ""); !errors.Is(err, ErrSnapshotExists) {
+		t.Errorf("twice: %v", err)
+	}
+	// No read-write shim map for a file a snapshot shares.
+	if _, _, err := h.ShimMaps(true, nil); !errors.Is(err, unix.EBUSY) {
+		t.Errorf("read-write shim map of a snapshotted file: %v", err)
+	}
+	// The copies do not fit (the pool holds 8 pages, the live file 3 and
+	// the next write needs 4 copies more than it has room for): the
+	// write fails, and the file and the snapshot are unchanged.
+	big := bytes.Repeat([]byte("y"), 3*testPage)
+	h2 := mustOpen(t, fs, "g", unix.O_RDWR|unix.O_CREAT)
+	if _, err := h2.WriteAt(big, 0); err != nil {
+		t.Fatal(err)
+	}
+	h2.Release()
+	if err := fs.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.CreateSnapshot("t", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.WriteAt(bytes.Repeat([]byte("z"), 3*testPage), 0)
+	if err == nil {
+		// Room was found (clean pages evicted): then both snapshots
+		// must hold the old bytes.
+		t.Log("the copies fitted")
+		if got := readAll(t, h); !bytes.Equal(got, bytes.Repeat([]byte("z"), 3*testPage)) {
+			t.Fatal("live f does not hold the write")
+		}
+	} else if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("write without room for the copies: %v", err)
+	}
+	for _, s := range []string{"s", "t"} {
+		if got := snapRead(t, fs, s, "f"); !bytes.Equal(got, orig) {
+			t.Fatalf("snapshot %s of f changed", s)
+		}
+	}
+	// An unlinked file stays readable in the snapshot.
+	if err := fs.Unlink("g"); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapRead(t, fs, "t", "g"); !bytes.Equal(got, big) {
+		t.Fatal("unlinked g changed in the snapshot")
+	}
+	// Export writes the snapshot's bytes and modes.
+	dir := filepath.Join(t.TempDir(), "out")
+	if _, err := fs.ExportSnapshot("t", dir); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "g")); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("exported g: %v", err)
+	}
+	if _, err := fs.ExportSnapshot("t", dir); !errors.Is(err, unix.ENOTEMPTY) {
+		t.Fatalf("export into a non-empty dir: %v", err)
+	}
+	for _, s := range []string{"s", "t"} {
+		if err := fs.DeleteSnapshot(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fs.DeleteSnapshot("s"); !errors.Is(err, ErrNoSnapshot) {
+		t.Fatalf("delete twice: %v", err)
+	}
+	if _, _, err := h.ShimMaps(true, nil); err != nil {
+		t.Errorf("read-write shim map after the snapshots went: %v", err)
+	}
+}
