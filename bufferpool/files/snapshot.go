@@ -81,6 +81,10 @@ type SnapshotInfo struct {
 	// CopiedBytes is what the snapshot holds in the pool: the pages
 	// copied because the live file changed them (counted in the tiers).
 	CopiedBytes int64 `json:"copied_bytes"`
+	// UnlinkedBytes is the pool space of files unlinked since create
+	// that only the snapshot keeps (their resident pages); delete gives
+	// it back with the copies.
+	UnlinkedBytes int64 `json:"unlinked_bytes"`
 }
 
 // snapshots are the FS's live snapshots.
@@ -419,6 +423,16 @@ func (s *snapshot) drop() {
 
 func (s *snapshot) info() SnapshotInfo {
 	in := SnapshotInfo{Name: s.name, Path: s.root, Created: s.created, CopiedBytes: s.copied.Load()}
+	for _, sf := range s.files {
+		f := sf.f
+		f.stateMu.Lock()
+		alone := f.unlinked && f.refs == 1
+		f.stateMu.Unlock()
+		if alone {
+			pages, _ := f.bucket.Resident(0)
+			in.UnlinkedBytes += pages * f.fs.ps
+		}
+	}
 	for _, e := range s.entries {
 		switch {
 		case e.IsDir():

@@ -237,7 +237,7 @@ func printSnapshots(w io.Writer, mount string, all []files.SnapshotInfo, asJSON 
 	fmt.Fprintln(tw, "NAME\tPATH\tCREATED\tFILES\tSIZE\tIN POOL")
 	for _, s := range all {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Name, filepath.Join(mount, s.Path), s.Created.Format(time.RFC3339),
-			s.Files, units.FormatSize(s.Bytes), units.FormatSize(s.CopiedBytes))
+			s.Files, units.FormatSize(s.Bytes), units.FormatSize(s.CopiedBytes+s.UnlinkedBytes))
 	}
 	return tw.Flush()
 }
