@@ -386,11 +386,12 @@ func (fs *FS) snapFile(s *snapshot, p string, byFile map[*file]*snapFile) (*snap
 	}
 	f.shimMu.Lock()
 	defer f.shimMu.Unlock()
-	if f.shimmed.Load() {
+	if shimWatched(f) { // a live read-write grant (ShimMaps, under shimMu)
 		f.release()
 		return nil, fmt.Errorf("snapshot %s of %s: a read-write shim map of the file is in use (close it and retry): %w", s.name, p, unix.EBUSY)
 	}
-	f.mu.Lock() // no write in flight: the snapshot starts between two
+	f.syncShim() // what an ended grant wrote is in the pages; fold its size
+	f.mu.Lock()  // no write in flight: the snapshot starts between two
 	sf := &snapFile{snap: s, f: f, size: f.size.Load(), copied: map[int64]bool{}}
 	f.snap.add(sf)
 	f.mu.Unlock()
