@@ -82,8 +82,9 @@ type SnapshotInfo struct {
 	// copied because the live file changed them (counted in the tiers).
 	CopiedBytes int64 `json:"copied_bytes"`
 	// UnlinkedBytes is the pool space of files unlinked since create
-	// that only the snapshot keeps (their resident pages); delete gives
-	// it back with the copies.
+	// that only snapshots keep (their resident pages; counted in each
+	// snapshot that holds the file); deleting the last of them gives it
+	// back.
 	UnlinkedBytes int64 `json:"unlinked_bytes"`
 }
 
@@ -426,8 +427,12 @@ func (s *snapshot) info() SnapshotInfo {
 	in := SnapshotInfo{Name: s.name, Path: s.root, Created: s.created, CopiedBytes: s.copied.Load()}
 	for _, sf := range s.files {
 		f := sf.f
+		holders := 0
+		if l := f.snap.list.Load(); l != nil {
+			holders = len(*l) // each snapshot holds one reference
+		}
 		f.stateMu.Lock()
-		alone := f.unlinked && f.refs == 1
+		alone := f.unlinked && f.refs == holders
 		f.stateMu.Unlock()
 		if alone {
 			pages, _ := f.bucket.Resident(0)
@@ -518,7 +523,8 @@ type SnapReader struct{ sf *snapFile }
 func (r *SnapReader) ReadAt(buf []byte, off int64) (int, error) { return r.sf.readAt(buf, off) }
 
 // ExportSnapshot writes snapshot name to dir (absent or empty; created
-// 0700 until done, then given the root's mode): directories, files with
+// 0700 until done, then given the root's mode; a snapshot of one file
+// is written into dir under its name): directories, files with
 // the snapshot's bytes, symlinks, with their modes and times (and owners
 // when the daemon runs as root). Other types are skipped and counted.
 func (fs *FS) ExportSnapshot(name, dir string) (SnapshotInfo, error) {
@@ -538,7 +544,11 @@ func (fs *FS) ExportSnapshot(name, dir string) (SnapshotInfo, error) {
 		return SnapshotInfo{}, fmt.Errorf("export %s: %w", name, err)
 	}
 	buf := make([]byte, fs.ps)
-	if err := s.export("", dir, buf, fs.isRoot); err != nil {
+	dst := dir
+	if !s.entries[""].IsDir() {
+		dst = filepath.Join(dir, path.Base(s.root)) // a snapshot of one file
+	}
+	if err := s.export("", dst, buf, fs.isRoot); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("export %s to %s: %w", name, dir, err)
 	}
 	return s.info(), nil

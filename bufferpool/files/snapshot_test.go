@@ -339,3 +339,48 @@ func TestSnapshotConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotOneFile: a snapshot of a single file, unlinked afterwards:
+// it is the snapshot's root, counted as kept by it alone, and exported
+// under its name.
+func TestSnapshotOneFile(t *testing.T) {
+	fs := newTestFS(t, Writeback, 16<<20, 16<<20, nil)
+	h := mustOpen(t, fs, "one", unix.O_RDWR|unix.O_CREAT)
+	data := bytes.Repeat([]byte("1"), testPage+5)
+	if _, err := h.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	for _, n := range []string{"a", "b"} {
+		if _, err := fs.CreateSnapshot(n, "one"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fs.Unlink("one"); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range fs.Snapshots() {
+		if in.Files != 1 || in.UnlinkedBytes != 2*testPage {
+			t.Errorf("snapshot %+v: want 1 file and %d unlinked bytes", in, 2*testPage)
+		}
+	}
+	if got := snapRead(t, fs, "a", ""); !bytes.Equal(got, data) {
+		t.Fatal("snapshot of one file")
+	}
+	dir := filepath.Join(t.TempDir(), "x")
+	if _, err := fs.ExportSnapshot("b", dir); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "one")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("exported one: %v", err)
+	}
+	before := poolUsed(fs)
+	fs.DeleteSnapshot("a")
+	if poolUsed(fs) != before {
+		t.Error("deleting one of two snapshots freed the unlinked file")
+	}
+	fs.DeleteSnapshot("b")
+	if got := before - poolUsed(fs); got != 2*testPage {
+		t.Errorf("deleting the last snapshot gave back %d bytes, want %d", got, 2*testPage)
+	}
+}
