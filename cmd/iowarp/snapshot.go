@@ -13,6 +13,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/iowarp/iowarp/bufferpool/files"
 	"github.com/iowarp/iowarp/internal/units"
@@ -149,6 +150,7 @@ the daemon: a restart drops them (export what must be kept).`,
 					r = ""
 				}
 			}
+			flushKernel(c.ErrOrStderr(), filepath.Join(mount, r))
 			var in files.SnapshotInfo
 			if err := call(s, "snapshot-create", snapshotArgs{Name: args[0], Path: r}, &in); err != nil {
 				return err
@@ -221,6 +223,20 @@ the daemon: a restart drops them (export what must be kept).`,
 		cmd.AddCommand(sub)
 	}
 	return cmd
+}
+
+// flushKernel sends the daemon what the kernel still holds dirty for the
+// mount (pages written through a shared mmap, or with writeback_cache):
+// syncfs on the mount. A snapshot takes what the daemon has.
+func flushKernel(w io.Writer, p string) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		err = unix.Syncfs(fd)
+		unix.Close(fd)
+	}
+	if err != nil {
+		fmt.Fprintf(w, "iowarp: syncfs %s: %v (pages the kernel still holds dirty may be missing from the snapshot)\n", p, err)
+	}
 }
 
 func printSnapshots(w io.Writer, mount string, all []files.SnapshotInfo, asJSON bool) error {
