@@ -415,12 +415,8 @@ func (s *snapshot) drop() {
 		sf.mu.Unlock()
 		sf.f.release()
 	}
-	s.files = nil
-	if len(s.entries) > 0 {
-		for _, e := range s.entries {
-			e.sf = nil
-		}
-	}
+	// s.entries and s.files stay as they are: a reader that found s
+	// before its delete may still look at them (its reads fail: dead).
 }
 
 func (s *snapshot) info() SnapshotInfo {

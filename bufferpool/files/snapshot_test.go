@@ -329,8 +329,26 @@ func TestSnapshotConcurrent(t *testing.T) {
 			}
 		}
 		if round%2 == 0 {
+			// Deleted under a reader: its reads end with ESTALE.
+			_, rd, err := fs.SnapshotEntry(name, "f")
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error)
+			go func() {
+				buf := make([]byte, size)
+				for {
+					if _, err := rd.ReadAt(buf, 0); err != nil {
+						done <- err
+						return
+					}
+				}
+			}()
 			if err := fs.DeleteSnapshot(name); err != nil {
 				t.Fatal(err)
+			}
+			if err := <-done; !errors.Is(err, unix.ESTALE) {
+				t.Fatalf("read of a deleted snapshot: %v, want ESTALE", err)
 			}
 		}
 	}
