@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -476,4 +477,38 @@ func newBenchFS(b *testing.B) *FS {
 		pool.Close()
 	})
 	return fs
+}
+
+// TestSnapshotNoRoom: in scratch mode (nothing can be written back or
+// evicted) a pool of 5 pages holds a 3-page file; an overwrite under a
+// snapshot needs 3 copies and finds room for 2: it fails with ErrNoSpace
+// having changed nothing, and the snapshot and the file read as before.
+// Deleting the snapshot lets the same write through.
+func TestSnapshotNoRoom(t *testing.T) {
+	fs := newTestFS(t, Scratch, 3*testPage, 2*testPage, func(o *Options) { o.NoSpaceWait = 100 * time.Millisecond })
+	h := mustOpen(t, fs, "f", unix.O_RDWR|unix.O_CREAT)
+	defer h.Release()
+	orig := bytes.Repeat([]byte("o"), 3*testPage)
+	if _, err := h.WriteAt(orig, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.CreateSnapshot("s", ""); err != nil {
+		t.Fatal(err)
+	}
+	n, err := h.WriteAt(bytes.Repeat([]byte("n"), 3*testPage), 0)
+	if !errors.Is(err, ErrNoSpace) || n != 0 {
+		t.Fatalf("overwrite without room for the copies: %d bytes, %v", n, err)
+	}
+	if got := readAll(t, h); !bytes.Equal(got, orig) {
+		t.Fatal("the failed write changed the file")
+	}
+	if got := snapRead(t, fs, "s", "f"); !bytes.Equal(got, orig) {
+		t.Fatal("the failed write changed the snapshot")
+	}
+	if err := fs.DeleteSnapshot("s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt(bytes.Repeat([]byte("n"), 3*testPage), 0); err != nil {
+		t.Fatalf("the write after the snapshot went: %v", err)
+	}
 }
