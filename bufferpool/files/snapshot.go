@@ -294,8 +294,9 @@ func validSnapshotName(name string) error {
 }
 
 // CreateSnapshot snapshots the tree at mount-relative p ("" = the whole
-// mount) as name. Each file is captured when the walk reaches it (the
-// tree as a whole is not frozen). Nothing is kept if it fails.
+// mount) as name. The walk records the namespace entry by entry; then
+// the data of all its files is captured at one instant (install).
+// Nothing is kept if it fails.
 func (fs *FS) CreateSnapshot(name, p string) (SnapshotInfo, error) {
 	if err := validSnapshotName(name); err != nil {
 		return SnapshotInfo{}, err
@@ -317,7 +318,11 @@ func (fs *FS) CreateSnapshot(name, p string) (SnapshotInfo, error) {
 	}
 	s := &snapshot{name: name, root: r, created: time.Now(), entries: map[string]*SnapEntry{}}
 	byFile := map[*file]*snapFile{}
-	if err := fs.snapWalk(s, r, "", byFile); err != nil {
+	err = fs.snapWalk(s, r, "", byFile)
+	if err == nil {
+		err = s.install()
+	}
+	if err != nil {
 		s.drop()
 		return SnapshotInfo{}, err
 	}
@@ -366,14 +371,13 @@ func (fs *FS) snapWalk(s *snapshot, full, sub string, byFile map[*file]*snapFile
 			return err
 		}
 		e.sf = sf
-		e.Stat.Size = sf.size
 	}
 	s.entries[sub] = e
 	return nil
 }
 
 // snapFile attaches the file at p to s (once per file: hard links share
-// it), sharing its pages from now on.
+// it); install starts the sharing.
 func (fs *FS) snapFile(s *snapshot, p string, byFile map[*file]*snapFile) (*snapFile, error) {
 	h, _, err := fs.Open(p, unix.O_RDONLY, 0, Cred{})
 	if err != nil {
@@ -385,20 +389,53 @@ func (fs *FS) snapFile(s *snapshot, p string, byFile map[*file]*snapFile) (*snap
 		f.release()
 		return sf, nil
 	}
-	f.shimMu.Lock()
-	defer f.shimMu.Unlock()
-	if shimWatched(f) { // a live read-write grant (ShimMaps, under shimMu)
-		f.release()
-		return nil, fmt.Errorf("snapshot %s of %s: a read-write shim map of the file is in use (close it and retry): %w", s.name, p, unix.EBUSY)
-	}
-	f.syncShim() // what an ended grant wrote is in the pages; fold its size
-	f.mu.Lock()  // no write in flight: the snapshot starts between two
-	sf := &snapFile{snap: s, f: f, size: f.size.Load(), copied: map[int64]bool{}}
-	f.snap.add(sf)
-	f.mu.Unlock()
+	sf := &snapFile{snap: s, f: f, copied: map[int64]bool{}}
 	byFile[f] = sf
 	s.files = append(s.files, sf)
 	return sf, nil
+}
+
+// install starts sharing the pages of every file of s at one instant:
+// with the shim's grant lock and the size lock of all of them held (in
+// inode order; every other path holds one file's locks at a time), no
+// write is in flight to any, so the files' data in the snapshot is what
+// the pool held at one point in time (the namespace was walked before,
+// entry by entry). It fails (EBUSY) if a shim maps one of them
+// read-write.
+func (s *snapshot) install() error {
+	files := slices.Clone(s.files)
+	sort.Slice(files, func(i, j int) bool {
+		a, b := files[i].f.key, files[j].f.key
+		return a.dev < b.dev || (a.dev == b.dev && a.ino < b.ino)
+	})
+	for i, sf := range files {
+		sf.f.shimMu.Lock()
+		if shimWatched(sf.f) { // a live read-write grant (ShimMaps, under shimMu)
+			for _, o := range files[:i+1] {
+				o.f.shimMu.Unlock()
+			}
+			return fmt.Errorf("snapshot %s of %s: a read-write shim map of the file is in use (close it and retry): %w",
+				s.name, sf.f.displayName(), unix.EBUSY)
+		}
+	}
+	for _, sf := range files {
+		sf.f.syncShim() // what an ended grant wrote is in the pages; fold its size
+		sf.f.mu.Lock()
+	}
+	for _, sf := range files {
+		sf.size = sf.f.size.Load()
+		sf.f.snap.add(sf)
+	}
+	for _, sf := range files {
+		sf.f.mu.Unlock()
+		sf.f.shimMu.Unlock()
+	}
+	for _, e := range s.entries {
+		if e.sf != nil {
+			e.Stat.Size = e.sf.size
+		}
+	}
+	return nil
 }
 
 // drop releases everything s holds; its reads fail from now on.

@@ -512,3 +512,55 @@ func TestSnapshotNoRoom(t *testing.T) {
 		t.Fatalf("the write after the snapshot went: %v", err)
 	}
 }
+
+// TestSnapshotOneInstant: a writer stores counter k in file a, then in
+// file b, over and over; every snapshot must hold a = b or a = b+1 (the
+// files' data captured at one instant), never b ahead of a, which a
+// capture file by file during the walk (a first) would allow.
+func TestSnapshotOneInstant(t *testing.T) {
+	fs := newTestFS(t, Writeback, 16<<20, 16<<20, nil)
+	ha := mustOpen(t, fs, "a", unix.O_RDWR|unix.O_CREAT)
+	hb := mustOpen(t, fs, "b", unix.O_RDWR|unix.O_CREAT)
+	defer ha.Release()
+	defer hb.Release()
+	put := func(h *Handle, k uint64) error {
+		_, err := h.WriteAt([]byte(fmt.Sprintf("%020d", k)), 0)
+		return err
+	}
+	if err := errors.Join(put(ha, 0), put(hb, 0)); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		for k := uint64(1); ; k++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if err := errors.Join(put(ha, k), put(hb, k)); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	for round := range 30 {
+		name := fmt.Sprintf("i%d", round)
+		if _, err := fs.CreateSnapshot(name, ""); err != nil {
+			t.Fatal(err)
+		}
+		var a, b uint64
+		fmt.Sscanf(string(snapRead(t, fs, name, "a")), "%d", &a)
+		fmt.Sscanf(string(snapRead(t, fs, name, "b")), "%d", &b)
+		if a != b && a != b+1 {
+			t.Fatalf("snapshot %s: a=%d b=%d, not one instant", name, a, b)
+		}
+		fs.DeleteSnapshot(name)
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
