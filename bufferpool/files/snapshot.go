@@ -37,6 +37,9 @@ package files
 // map is granted for, and no read-write map is granted for a file a
 // snapshot shares (ShimMaps), so the shim takes the kernel path for it.
 //
+// Create walks the namespace first, attaching every regular file, then
+// installs the sharing on all of them at one instant (snapshot.install).
+//
 // Snapshots live in the daemon's memory and pool: they do not survive a
 // restart of the daemon (export writes one to a directory for that).
 
