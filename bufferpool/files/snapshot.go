@@ -44,6 +44,7 @@ package files
 // restart of the daemon (export writes one to a directory for that).
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -128,9 +129,17 @@ type snapFile struct {
 	size int64
 
 	mu     sync.RWMutex
-	copied map[int64]bool
+	copied map[int64]pageCopy
 	bucket *bufferpool.Bucket // the copies; nil until the first
 }
+
+// pageCopy is what a snapshot holds of a page the live file changed.
+type pageCopy uint8
+
+const (
+	pageKept  pageCopy = iota + 1 // in the snapshot's bucket
+	pageZeros                     // all zeros (a hole): nothing stored
+)
 
 // snapShare is the file's side: the snapshots that share its pages.
 type snapShare struct {
@@ -204,11 +213,15 @@ func (sf *snapFile) preserve(off, n int64) error {
 	defer f.fs.putPage(bp)
 	buf := *bp
 	for i := off / ps; i <= (end-1)/ps; i++ {
-		if sf.copied[i] {
+		if sf.copied[i] != 0 {
 			continue
 		}
 		if err := f.oldPage(i, buf); err != nil {
 			return fmt.Errorf("snapshot %s: copy page %d of %s: %w", sf.snap.name, i, f.displayName(), err)
+		}
+		if allZero(buf) { // a hole, or zeros: a truncate of a sparse file copies nothing
+			sf.copied[i] = pageZeros
+			continue
 		}
 		if sf.bucket == nil {
 			b, err := f.fs.pool.Bucket(fmt.Sprintf("snapshot:%s:%d", sf.snap.name, f.fs.snaps.nextID.Add(1)),
@@ -221,10 +234,25 @@ func (sf *snapFile) preserve(off, n int64) error {
 		if err := sf.bucket.PutPage(i, buf, true); err != nil {
 			return fmt.Errorf("snapshot %s keeps page %d of %s: %w", sf.snap.name, i, f.displayName(), err)
 		}
-		sf.copied[i] = true
+		sf.copied[i] = pageKept
 		sf.snap.copied.Add(ps)
 	}
 	return nil
+}
+
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.NativeEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // oldPage reads page i as the file holds it now (resident page, else the
@@ -268,8 +296,12 @@ func (sf *snapFile) readAt(buf []byte, off int64) (int, error) {
 		return 0, unix.ESTALE
 	}
 	err := f.pageSpan(off, len(buf), func(i, po int64, lo, hi int) error {
-		if !sf.copied[i] {
+		switch sf.copied[i] {
+		case 0:
 			return f.readPage(i, po, buf[lo:hi], false)
+		case pageZeros:
+			clear(buf[lo:hi])
+			return nil
 		}
 		found, err := sf.bucket.ReadPage(i, po, buf[lo:hi], nil)
 		if err == nil && !found {
@@ -392,7 +424,7 @@ func (fs *FS) snapFile(s *snapshot, p string, byFile map[*file]*snapFile) (*snap
 		f.release()
 		return sf, nil
 	}
-	sf := &snapFile{snap: s, f: f, copied: map[int64]bool{}}
+	sf := &snapFile{snap: s, f: f, copied: map[int64]pageCopy{}}
 	byFile[f] = sf
 	s.files = append(s.files, sf)
 	return sf, nil
