@@ -155,6 +155,15 @@
 // are taken alone.
 // Locks of the file layer are taken inside its calls only.
 //
+// # Snapshots (/.snapshots)
+//
+// The root also serves ".snapshots" (snapshots.go; found by lookup, never
+// listed, a real entry of that name in the backing root shadowed): one
+// directory per snapshot of the file layer (files.FS.CreateSnapshot),
+// holding the tree as it was at create, with each entry's mode, owner and
+// times of then, which the kernel checks (default_permissions). Reads go
+// to files.SnapReader; every write of any kind is EROFS.
+//
 // # OMNI views (/.omni)
 //
 // With Options.OMNI the root serves a hidden directory ".omni" (found by

@@ -6,6 +6,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/iowarp/iowarp/bufferpool/files"
 )
 
 // Namespace operations: each resolves the path(s) from the tree, calls the
@@ -14,6 +16,9 @@ import (
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if name == omniDirName && n.m.omni != nil && n.IsRoot() {
 		return n.lookupOMNI(ctx, out)
+	}
+	if name == files.SnapshotDir && n.IsRoot() {
+		return n.lookupSnapshots(ctx, out) // snapshots.go
 	}
 	p, errno := n.childPath(name)
 	if errno != 0 {

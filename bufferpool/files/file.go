@@ -65,8 +65,9 @@ type file struct {
 
 	pf pfState // pages staged ahead and not read yet (prefetch.go)
 
-	sums   fileSums // checksums the write-back recorded (checksum.go)
-	wbSums sumPass  // the running write-back pass's; guarded by backingMu
+	sums   fileSums  // checksums the write-back recorded (checksum.go)
+	wbSums sumPass   // the running write-back pass's; guarded by backingMu
+	snap   snapShare // snapshots sharing its pages (snapshot.go)
 }
 
 // attach returns the file object of the regular file open at fd (taking
@@ -511,6 +512,9 @@ func (f *file) writeOnce(data []byte, off int64, appending, inside bool) (int, i
 	if inside && off+int64(len(data)) > f.size.Load() {
 		return 0, off, ErrPastEOF
 	}
+	if err := f.preserve(off, int64(len(data))); err != nil {
+		return 0, off, err
+	}
 	ps := f.fs.ps
 	done := 0
 	err := f.pageSpan(off, len(data), func(i, po int64, lo, hi int) error {
@@ -582,6 +586,9 @@ func (f *file) truncate(size int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.syncShim()
+	if err := f.preserve(size, -1); err != nil {
+		return err
+	}
 	// The backing file first: if it refuses (EPERM, EIO), the pool keeps
 	// every page, dirty ones included, and the file is unchanged.
 	if !f.fs.scratch {
@@ -629,6 +636,11 @@ func (f *file) allocate(off, n int64, mode uint32) error {
 	zero := mode == punch || mode&^unix.FALLOC_FL_KEEP_SIZE == unix.FALLOC_FL_ZERO_RANGE
 	if !zero && mode != 0 && mode != unix.FALLOC_FL_KEEP_SIZE {
 		return unix.EOPNOTSUPP
+	}
+	if zero {
+		if err := f.preserve(off, n); err != nil {
+			return err
+		}
 	}
 	// The backing file first: if it refuses, the pool is unchanged.
 	if !f.fs.scratch {

@@ -57,6 +57,7 @@ type FS struct {
 	maxIdle int
 
 	stats counters
+	snaps snapshots // snapshot.go
 	// replayed is what New wrote back from a killed daemon's file tier
 	// (nil: nothing to replay).
 	replayed *bufferpool.ReplayReport
@@ -209,6 +210,7 @@ func (fs *FS) Close() error {
 	}
 	fs.flusher.stop()
 	fs.prefetch.close()
+	fs.closeSnapshots()
 	fs.mu.Lock()
 	all := fs.files
 	fs.files = map[fileKey]*file{}

@@ -31,6 +31,9 @@ func (h *Handle) ShimMaps(writable bool, notify func()) (tableFd, dataFd int, er
 		// against the end of the last grant (ShimUnmap).
 		f.shimMu.Lock()
 		defer f.shimMu.Unlock()
+		if f.snap.shared() {
+			return -1, -1, unix.EBUSY // its pages are copied on write (snapshot.go)
+		}
 	}
 	// Exclusive: an append in progress (which reserved no range while no
 	// shim could append) ends before shims see the size.

@@ -170,7 +170,7 @@ func (d *daemon) open() error {
 		"top":   func() (any, error) { return d.fsys.TopDirty(topFiles), nil },
 		// What the pool did per file (iowarp trace joins it).
 		"fileio": func() (any, error) { return d.fsys.FileIO(), nil },
-	}, withSearch(stageStreams(d.fsys), &d.search))
+	}, withSearch(mergeStreams(stageStreams(d.fsys), snapshotStreams(d.fsys, cfg.Mount)), &d.search))
 	if err != nil {
 		return err
 	}
