@@ -64,6 +64,8 @@ type file struct {
 	health     wbHealth // is its write-back failing, why, since when
 
 	pf pfState // pages staged ahead and not read yet (prefetch.go)
+
+	remote atomic.Pointer[RemoteView] // another node's view of the file (remote.go); nil: none
 }
 
 // attach returns the file object of the regular file open at fd (taking
@@ -337,6 +339,9 @@ func (f *file) readPage(i, po int64, dst []byte, around bool) error {
 	}
 	f.fs.stats.misses.Add(1)
 	f.io.misses.Add(1)
+	if v := f.remote.Load(); v != nil {
+		return f.readRemote(v, i, po, dst) // remote.go
+	}
 	fill := f.stager(i)
 	if fill == nil {
 		clear(dst)

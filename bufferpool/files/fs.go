@@ -55,6 +55,8 @@ type FS struct {
 	idle    idleList          // files nobody holds, coldest first
 	maxIdle int
 
+	remote Remote // a cluster's shared namespace (remote.go); nil: none
+
 	stats counters
 	// replayed is what New wrote back from a killed daemon's file tier
 	// (nil: nothing to replay).

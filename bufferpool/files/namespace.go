@@ -75,6 +75,7 @@ func (fs *FS) lstatAt(a at, p string) (unix.Stat_t, error) {
 		return st, pathErr("lstat", p, err)
 	}
 	fs.overlay(&st)
+	fs.statRemote(p, &st)
 	return st, nil
 }
 
