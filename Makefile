@@ -16,7 +16,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Every system package the project uses (build, tests, benchmarks).
 APT_PACKAGES := fuse3 libfuse3-dev libhdf5-dev libnetcdf-dev hdf5-tools netcdf-bin \
 	openmpi-bin libopenmpi-dev fio clang libbpf-dev python3-h5py python3-netcdf4 \
-	python3-numpy python3-xarray python3-zarr attr acl rsync jq e2fsprogs chromium
+	python3-numpy python3-xarray python3-zarr attr acl rsync jq e2fsprogs chromium \
+	iproute2
 
 # Installation layout (GNU conventions; DESTDIR is prepended to every
 # path, for packaging and for the install test).

@@ -25,8 +25,9 @@
 // every close that returned before it) and, when another node owns the
 // file, reads its misses from that node (ReadPage: the owner reads the
 // page through its own file layer: dirty, resident or staged from the
-// backing store) and caches them clean. Stat is answered from a watch of
-// the owners prefix (no round trip per stat).
+// backing store) and caches them clean. Stat reads the owner key too
+// (linearizable), so that a lookup after another node's close sees the
+// size it published; the kernel's attribute cache bounds how often.
 //
 // What POSIX gets across nodes: close-to-open. Everything a node wrote
 // and closed is seen, whole, by an open on any node that starts after the
@@ -52,7 +53,7 @@
 //
 // # Locks
 //
-// Node.mu guards the owners cache and the set of owned paths; it is a
+// Node.mu guards the set of owned paths and the connections; it is a
 // leaf (no etcd or gRPC call is made while holding it). The file layer
 // calls Open, Stat, ReadPage and Closed holding none of its locks except
 // file.mu shared (ReadPage, from a read), which an owner's ReadPage

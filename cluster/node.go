@@ -87,11 +87,15 @@ type Node struct {
 	wg     sync.WaitGroup
 	start  time.Time
 
-	// mu guards the caches below; a leaf.
-	mu     sync.Mutex
-	owned  map[string]bool        // paths this node owns
-	owners map[string]ownerRecord // watch of the owners prefix: path → record
-	conns  map[string]*grpc.ClientConn
+	// mu guards the maps below; a leaf.
+	mu    sync.Mutex
+	owned map[string]bool // paths this node owns
+	// handles holds a read handle on owned files (at most maxHandles),
+	// taken at the owner's close: a page request then needs no open,
+	// which would wait for a write-back of the file in progress
+	// (revalidation takes its backing lock).
+	handles map[string]*files.Handle
+	conns   map[string]*grpc.ClientConn // to other members, by name
 }
 
 // ownerRecord is an owner key's value (and its revision).
@@ -116,7 +120,7 @@ func Start(cfg Config, local Local) (*Node, error) {
 		return nil, fmt.Errorf("cluster: ttl %v is too short", cfg.TTL)
 	}
 	n := &Node{cfg: cfg, local: local, start: time.Now(), owned: map[string]bool{},
-		owners: map[string]ownerRecord{}, conns: map[string]*grpc.ClientConn{}}
+		handles: map[string]*files.Handle{}, conns: map[string]*grpc.ClientConn{}}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if err := n.open(); err != nil {
 		n.Close()
@@ -147,11 +151,6 @@ func (n *Node) open() error {
 	}
 	if err := n.register(); err != nil {
 		return err
-	}
-	if n.cfg.SharedNamespace {
-		if err := n.watchOwners(); err != nil {
-			return err
-		}
 	}
 	n.wg.Add(1)
 	go n.refresh()
@@ -324,6 +323,7 @@ func (n *Node) Close() error {
 		cancel()
 	}
 	n.cancel()
+	n.CloseFiles()
 	if n.grpcS != nil {
 		n.grpcS.Stop()
 	}

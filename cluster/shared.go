@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -28,6 +27,7 @@ var ErrOwnerLost = fmt.Errorf("owner unreachable: %w", unix.EIO)
 // fast as the backing store takes it).
 const (
 	rpcTimeout    = 10 * time.Second
+	statTimeout   = 2 * time.Second
 	revokeTimeout = 10 * time.Minute
 )
 
@@ -137,12 +137,22 @@ func (n *Node) dropConn(name string) {
 	}
 }
 
-// Stat implements files.Remote, from the watch of the owners.
+// Stat implements files.Remote: a linearizable read of the owner key, so
+// that a lookup after another node's close sees its size (the kernel
+// caches the answer for the attribute timeout, which bounds the cost).
+// When etcd does not answer within statTimeout the backing store's size
+// stands.
 func (n *Node) Stat(p string) (int64, bool) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	rec, ok := n.owners[p]
-	if !ok || rec.Node == n.cfg.Node || rec.Size < 0 || n.owned[p] {
+	mine := n.owned[p]
+	n.mu.Unlock()
+	if mine {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, statTimeout)
+	defer cancel()
+	rec, ok, err := n.getOwner(ctx, p)
+	if err != nil || !ok || rec.Node == n.cfg.Node || rec.Size < 0 {
 		return 0, false
 	}
 	return rec.Size, true
@@ -187,6 +197,73 @@ func (n *Node) Closed(p string, size int64) {
 	if err != nil {
 		logSlow("publish size of %s: %v", p, err)
 	}
+	n.keepHandle(p)
+}
+
+// maxHandles bounds the read handles an owner keeps (keepHandle).
+const maxHandles = 4096
+
+// keepHandle takes a read handle on owned file p, if there is room. It is
+// called from the file layer's Flush of a writing handle, which is still
+// open: this open finds the file attached and waits for nothing.
+func (n *Node) keepHandle(p string) {
+	n.mu.Lock()
+	_, have := n.handles[p]
+	full := len(n.handles) >= maxHandles
+	n.mu.Unlock()
+	if have || full || n.local.FS == nil {
+		return
+	}
+	h, _, err := n.local.FS.Open(p, unix.O_RDONLY, 0, files.Cred{})
+	if err != nil {
+		return
+	}
+	n.mu.Lock()
+	if _, have := n.handles[p]; have || !n.owned[p] {
+		n.mu.Unlock()
+		h.Release()
+		return
+	}
+	n.handles[p] = h
+	n.mu.Unlock()
+}
+
+// readHandle returns a read handle on owned file p and its release.
+func (n *Node) readHandle(p string) (*files.Handle, func(), error) {
+	n.mu.Lock()
+	h := n.handles[p]
+	n.mu.Unlock()
+	if h != nil {
+		return h, func() {}, nil
+	}
+	h, _, err := n.local.FS.Open(p, unix.O_RDONLY, 0, files.Cred{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, func() { h.Release() }, nil
+}
+
+// dropHandle releases the kept handle of p.
+func (n *Node) dropHandle(p string) {
+	n.mu.Lock()
+	h := n.handles[p]
+	delete(n.handles, p)
+	n.mu.Unlock()
+	if h != nil {
+		h.Release()
+	}
+}
+
+// CloseFiles releases the handles kept on owned files; the daemon calls
+// it before its file layer drains.
+func (n *Node) CloseFiles() {
+	n.mu.Lock()
+	hs := n.handles
+	n.handles = map[string]*files.Handle{}
+	n.mu.Unlock()
+	for _, h := range hs {
+		h.Release()
+	}
 }
 
 // serveReadPage reads a page of a file this node owns through its file
@@ -202,11 +279,11 @@ func (n *Node) serveReadPage(ctx context.Context, b []byte) ([]byte, error) {
 	if err := n.ownedHere(r.Path); err != nil {
 		return nil, err
 	}
-	h, _, err := n.local.FS.Open(r.Path, unix.O_RDONLY, 0, files.Cred{})
+	h, release, err := n.readHandle(r.Path)
 	if err != nil {
 		return nil, status.Errorf(codes.NotFound, "open %s: %v", r.Path, err)
 	}
-	defer h.Release()
+	defer release()
 	buf := make([]byte, r.PageSize)
 	m, err := h.ReadAt(buf, r.Page*r.PageSize)
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -242,10 +319,10 @@ func (n *Node) serveRevoke(ctx context.Context, b []byte) ([]byte, error) {
 		}
 		return nil, err
 	}
-	h, _, err := n.local.FS.Open(r.Path, unix.O_RDONLY, 0, files.Cred{})
+	h, release, err := n.readHandle(r.Path)
 	if err == nil {
 		err = h.Fsync(false)
-		h.Release()
+		release()
 	}
 	if err != nil && !errors.Is(err, unix.ENOENT) {
 		return nil, status.Errorf(codes.Internal, "write back %s: %v", r.Path, err)
@@ -258,6 +335,7 @@ func (n *Node) serveRevoke(ctx context.Context, b []byte) ([]byte, error) {
 	n.mu.Lock()
 	delete(n.owned, r.Path)
 	n.mu.Unlock()
+	n.dropHandle(r.Path)
 	return []byte("{}"), nil
 }
 
@@ -266,47 +344,4 @@ func (n *Node) servePing(ctx context.Context, b []byte) ([]byte, error) {
 	owned := len(n.owned)
 	n.mu.Unlock()
 	return json.Marshal(PingReply{Name: n.cfg.Node, OwnedFiles: owned})
-}
-
-// watchOwners fills n.owners and keeps it current.
-func (n *Node) watchOwners() error {
-	pfx := n.cfg.prefix() + "owners/"
-	ctx, cancel := context.WithTimeout(n.ctx, rpcTimeout)
-	resp, err := n.cli.Get(ctx, pfx, clientv3.WithPrefix())
-	cancel()
-	if err != nil {
-		return fmt.Errorf("cluster: read owners: %w", err)
-	}
-	n.mu.Lock()
-	for _, kv := range resp.Kvs {
-		n.noteOwnerLocked(strings.TrimPrefix(string(kv.Key), pfx), kv.Value, kv.ModRevision)
-	}
-	n.mu.Unlock()
-	wch := n.cli.Watch(n.ctx, pfx, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		for wr := range wch {
-			n.mu.Lock()
-			for _, ev := range wr.Events {
-				p := strings.TrimPrefix(string(ev.Kv.Key), pfx)
-				if ev.Type == clientv3.EventTypeDelete {
-					delete(n.owners, p)
-				} else {
-					n.noteOwnerLocked(p, ev.Kv.Value, ev.Kv.ModRevision)
-				}
-			}
-			n.mu.Unlock()
-		}
-	}()
-	return nil
-}
-
-func (n *Node) noteOwnerLocked(p string, val []byte, rev int64) {
-	var rec ownerRecord
-	if json.Unmarshal(val, &rec) != nil {
-		return
-	}
-	rec.rev = rev
-	n.owners[p] = rec
 }

@@ -400,6 +400,9 @@ func (d *daemon) close() error {
 	if d.fmts != nil {
 		note("stop format helpers", d.fmts.Close())
 	}
+	if d.clu != nil {
+		d.clu.CloseFiles() // its handles on owned files; it serves on during the drain
+	}
 	if d.fsys != nil {
 		start := d.stopAt
 		if start.IsZero() {
