@@ -40,6 +40,9 @@ func (n *Node) Open(p string, write bool) (*files.RemoteView, error) {
 	mine := n.owned[p]
 	n.mu.Unlock()
 	if mine {
+		if write {
+			n.dropHandle(p) // the name may be a new file now: kept again at its close
+		}
 		return nil, nil
 	}
 	if write {
