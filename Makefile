@@ -159,6 +159,7 @@ test: deps
 bench: deps build bin/ior bin/mdtest bin/loopback
 	$(SUDO) $(if $(SUDO),-E) scripts/bench.sh
 	$(SUDO) $(if $(SUDO),-E) scripts/bench-trace.sh
+	$(GO) test -run '^$$' -bench BenchmarkReadBackRatio -benchtime 1x ./cluster/
 
 bin/ior bin/mdtest: bin/%: bench/%.c
 	@mkdir -p bin

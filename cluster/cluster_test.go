@@ -21,7 +21,7 @@ import (
 const testPage = 64 << 10
 
 // freeAddr returns a 127.0.0.1 port nobody listens on now.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -41,16 +41,25 @@ type testNode struct {
 
 // startNodes starts n nodes over backing; the first embeds a one-member
 // etcd, the others use it.
-func startNodes(t *testing.T, backing string, n int, bandwidth int64) []*testNode {
+func startNodes(t testing.TB, backing string, n int, bandwidth int64) []*testNode {
+	return startNodesWith(t, backing, n, nodeOpts{bandwidth: bandwidth, page: testPage, ram: 64 * testPage})
+}
+
+type nodeOpts struct {
+	bandwidth, page, ram int64
+	remote               *bool // nil: shared namespace on
+}
+
+func startNodesWith(t testing.TB, backing string, n int, o nodeOpts) []*testNode {
 	t.Helper()
 	peer, client := "http://"+freeAddr(t), "http://"+freeAddr(t)
 	var out []*testNode
 	for i := range n {
-		pool, err := bufferpool.New(bufferpool.Config{Tiers: []bufferpool.TierConfig{{Name: "ram", Kind: bufferpool.KindRAM, Capacity: 64 * testPage}}, OrganizerInterval: -1})
+		pool, err := bufferpool.New(bufferpool.Config{Tiers: []bufferpool.TierConfig{{Name: "ram", Kind: bufferpool.KindRAM, Capacity: o.ram}}, OrganizerInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		fsys, err := files.New(pool, files.Options{Backing: backing, PageSize: testPage, BackingBandwidth: bandwidth, DrainTimeout: -1})
+		fsys, err := files.New(pool, files.Options{Backing: backing, PageSize: o.page, BackingBandwidth: o.bandwidth, DrainTimeout: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +72,9 @@ func startNodes(t *testing.T, backing string, n int, bandwidth int64) []*testNod
 		if err != nil {
 			t.Fatal(err)
 		}
-		fsys.SetRemote(node)
+		if o.remote == nil || *o.remote {
+			fsys.SetRemote(node)
+		}
 		tn := &testNode{fs: fsys, pool: pool, node: node}
 		out = append(out, tn)
 	}
@@ -110,7 +121,7 @@ func TestMembership(t *testing.T) {
 }
 
 // write writes data to p on fsys and closes it.
-func write(t *testing.T, fsys *files.FS, p string, data []byte) {
+func write(t testing.TB, fsys *files.FS, p string, data []byte) {
 	t.Helper()
 	h, _, err := fsys.Open(p, unix.O_CREAT|unix.O_RDWR|unix.O_TRUNC, 0o644, files.Cred{})
 	if err != nil {

@@ -106,11 +106,17 @@ func decodeRequest(b []byte, v any) error {
 
 // call sends req (JSON) to method on conn and returns the reply's bytes.
 func call(ctx context.Context, conn *grpc.ClientConn, method string, req any) ([]byte, error) {
+	return callInto(ctx, conn, method, req, nil)
+}
+
+// callInto is call with the reply decoded into buf's room when it fits
+// (a page lands in the caller's page: no allocation, one copy).
+func callInto(ctx context.Context, conn *grpc.ClientConn, method string, req any, buf []byte) ([]byte, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
-	out := new(frame)
+	out := &frame{b: buf[:0]}
 	err = conn.Invoke(ctx, "/"+serviceName+"/"+method, &frame{b: b}, out, grpc.CallContentSubtype(codecName))
 	return out.b, err
 }

@@ -169,7 +169,7 @@ func (n *Node) ReadPage(v *files.RemoteView, p string, i int64, page []byte) (in
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrOwnerLost, err)
 	}
-	out, err := call(ctx, c, "ReadPage", pageRequest{Path: p, Page: i, PageSize: int64(len(page))})
+	out, err := callInto(ctx, c, "ReadPage", pageRequest{Path: p, Page: i, PageSize: int64(len(page))}, page)
 	if err != nil {
 		if status.Code(err) == codes.Unavailable {
 			n.dropConn(v.Owner)
@@ -179,7 +179,10 @@ func (n *Node) ReadPage(v *files.RemoteView, p string, i int64, page []byte) (in
 	if len(out) > len(page) {
 		return 0, fmt.Errorf("page %d of %s from %s: %d bytes for a page of %d: %w", i, p, v.Owner, len(out), len(page), unix.EIO)
 	}
-	return copy(page, out), nil
+	if len(out) > 0 && &out[0] != &page[0] {
+		copy(page, out)
+	}
+	return len(out), nil
 }
 
 // Closed implements files.Remote: publish the size for the next opens.

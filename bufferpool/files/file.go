@@ -65,7 +65,7 @@ type file struct {
 
 	pf pfState // pages staged ahead and not read yet (prefetch.go)
 
-	remote atomic.Pointer[RemoteView] // another node's view of the file (remote.go); nil: none
+	remote remoteState // another node's view of the file (remote.go)
 }
 
 // attach returns the file object of the regular file open at fd (taking
@@ -339,7 +339,7 @@ func (f *file) readPage(i, po int64, dst []byte, around bool) error {
 	}
 	f.fs.stats.misses.Add(1)
 	f.io.misses.Add(1)
-	if v := f.remote.Load(); v != nil {
+	if v := f.remote.view.Load(); v != nil {
 		return f.readRemote(v, i, po, dst) // remote.go
 	}
 	fill := f.stager(i)

@@ -596,7 +596,7 @@ func (r *readAhead) stridedLocked(off, maxPages int64) raPlan {
 // held (enqueue takes the bucket's read lock).
 func (h *Handle) readAhead(off int64, n int) {
 	f := h.f
-	if f.remote.Load() != nil {
+	if f.remote.view.Load() != nil {
 		return // pages come from the owner (remote.go)
 	}
 	p := f.fs.prefetch

@@ -3,6 +3,8 @@ package files
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,7 +36,7 @@ type Remote interface {
 	// path, nil when none does (the backing file is the truth).
 	Open(path string, write bool) (*RemoteView, error)
 	// Stat returns the size path's owner published, when another node
-	// owns it: a cached answer, no round trip.
+	// owns it (ok false: the backing store's size stands).
 	Stat(path string) (size int64, ok bool)
 	// ReadPage reads page i of path (page is one page) from v's owner;
 	// n < len(page): the rest is past its end. An owner that cannot be
@@ -53,7 +55,50 @@ type RemoteView struct {
 }
 
 // SetRemote attaches a cluster's shared namespace; call before serving.
-func (fs *FS) SetRemote(r Remote) { fs.remote = r }
+func (fs *FS) SetRemote(r Remote) {
+	fs.remote = r
+	fs.remoteSem = make(chan struct{}, remoteInFlight)
+}
+
+// remoteAhead is how many pages past a remote miss are fetched in the
+// background (each miss is a round trip to the owner: a sequential
+// reader would wait for every one); remoteInFlight bounds those fetches
+// per FS.
+const (
+	remoteAhead    = 4
+	remoteInFlight = 8
+)
+
+// remoteState is a file's part in the shared namespace.
+type remoteState struct {
+	view atomic.Pointer[RemoteView] // nil: no other node owns the file
+
+	mu       sync.Mutex
+	inflight map[int64]chan struct{} // pages being fetched: closed when done
+}
+
+// begin registers a fetch of page i; if one is in flight already it
+// returns that fetch's channel instead.
+func (r *remoteState) begin(i int64) (wait chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ch, ok := r.inflight[i]; ok {
+		return ch
+	}
+	if r.inflight == nil {
+		r.inflight = map[int64]chan struct{}{}
+	}
+	r.inflight[i] = make(chan struct{})
+	return nil
+}
+
+func (r *remoteState) end(i int64) {
+	r.mu.Lock()
+	ch := r.inflight[i]
+	delete(r.inflight, i)
+	r.mu.Unlock()
+	close(ch)
+}
 
 // openRemote is Open's call, before the file is attached (a revoked
 // owner has written it back by then).
@@ -74,7 +119,7 @@ func (f *file) useRemote(v *RemoteView) (dropped bool) {
 	if f.fs.remote == nil {
 		return false
 	}
-	old := f.remote.Load()
+	old := f.remote.view.Load()
 	if old == v || (old != nil && v != nil && *old == *v) {
 		return false
 	}
@@ -83,13 +128,15 @@ func (f *file) useRemote(v *RemoteView) (dropped bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.bucket.DirtyPages()) > 0 {
-		f.remote.Store(nil) // this node wrote it: its pages are the newest
+		f.remote.view.Store(nil) // this node wrote it: its pages are the newest
 		return false
 	}
+	// The view first: a fetch of the old one still in flight then fails
+	// its install check, or installed before the truncation drops it.
+	f.remote.view.Store(v)
 	if err := f.bucket.Truncate(0); err != nil {
 		return false
 	}
-	f.remote.Store(v)
 	size := int64(0)
 	if v != nil {
 		size = v.Size
@@ -110,7 +157,7 @@ func (f *file) useRemote(v *RemoteView) (dropped bool) {
 
 // closedRemote is Flush's call for a writing handle.
 func (f *file) closedRemote() {
-	if r := f.fs.remote; r != nil && f.remote.Load() == nil {
+	if r := f.fs.remote; r != nil && f.remote.view.Load() == nil {
 		f.syncShim()
 		r.Closed(f.displayName(), f.size.Load())
 	}
@@ -129,9 +176,51 @@ func (fs *FS) statRemote(p string, st *unix.Stat_t) {
 	}
 }
 
-// readRemote serves a miss of page i from the owner of view v and
-// installs the page clean while v is still the file's view.
+// readRemote serves a miss of page i from the owner of view v (or waits
+// for the fetch of it in flight) and fetches the next pages behind it.
 func (f *file) readRemote(v *RemoteView, i, po int64, dst []byte) error {
+	if ch := f.remote.begin(i); ch != nil {
+		<-ch
+		f.aheadRemote(v, i)
+		if found, err := f.bucket.ReadPage(i, po, dst, nil); err != nil || found {
+			return err
+		}
+		return f.fetchRemote(v, i, po, dst) // that fetch failed or found no room
+	}
+	err := f.fetchRemote(v, i, po, dst)
+	f.remote.end(i)
+	if err == nil {
+		f.aheadRemote(v, i)
+	}
+	return err
+}
+
+// aheadRemote fetches the pages after i that are absent, in the
+// background, as far as remoteInFlight allows.
+func (f *file) aheadRemote(v *RemoteView, i int64) {
+	last := (v.Size - 1) / f.fs.ps
+	for k := i + 1; k <= min(i+remoteAhead, last); k++ {
+		if f.bucket.HasPage(k) || f.remote.begin(k) != nil {
+			continue
+		}
+		select {
+		case f.fs.remoteSem <- struct{}{}:
+		default:
+			f.remote.end(k)
+			return
+		}
+		go func() {
+			defer func() { <-f.fs.remoteSem }()
+			f.fetchRemote(v, k, 0, nil) // a failure: the demand read asks again
+			f.remote.end(k)
+		}()
+	}
+}
+
+// fetchRemote reads page i from the owner of view v, installs it clean
+// while v is still the file's view, and copies it into dst at po (dst
+// nil: the read-ahead).
+func (f *file) fetchRemote(v *RemoteView, i, po int64, dst []byte) error {
 	bp := f.fs.getPage()
 	defer f.fs.putPage(bp)
 	page := *bp
@@ -140,7 +229,7 @@ func (f *file) readRemote(v *RemoteView, i, po int64, dst []byte) error {
 		return fmt.Errorf("page %d from node %s: %w", i, v.Owner, err)
 	}
 	clear(page[n:])
-	if _, err := f.bucket.InstallPageIf(i, page, func() bool { return f.remote.Load() == v }); err != nil && !errors.Is(err, ErrNoSpace) {
+	if _, err := f.bucket.InstallPageIf(i, page, func() bool { return f.remote.view.Load() == v }); err != nil && !errors.Is(err, ErrNoSpace) {
 		return err
 	}
 	copy(dst, page[po:]) // installed, or not (full, or read meanwhile): the same bytes

@@ -1,0 +1,28 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+)
+
+// FuzzServe feeds request frames from the network to the service's
+// handlers: a bad frame is an error, never a panic, and nothing is read
+// for a file this node does not own.
+func FuzzServe(f *testing.F) {
+	f.Add([]byte(`{"path":"a","page":0,"page_size":65536}`))
+	f.Add([]byte(`{"path":"../x","page":-1,"page_size":99999999999}`))
+	f.Add([]byte(`{"path":"a"`))
+	f.Add([]byte{})
+	n := &Node{cfg: Config{Node: "n1"}, owned: map[string]bool{}}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if out, err := n.serveReadPage(context.Background(), b); err == nil {
+			t.Fatalf("ReadPage of %q served %d bytes of a file not owned", b, len(out))
+		}
+		if out, err := n.serveRevoke(context.Background(), b); err == nil && string(out) != "{}" {
+			t.Fatalf("Revoke of %q: %q", b, out)
+		}
+		if _, err := n.servePing(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
