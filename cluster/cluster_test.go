@@ -113,6 +113,23 @@ func TestMembership(t *testing.T) {
 	if len(st.Members) != 2 || !st.Members[0].Healthy || !st.Members[1].Healthy || len(st.Etcd) != 1 || !st.Etcd[0].Healthy {
 		t.Fatalf("status %+v: want two healthy members, one healthy etcd", st)
 	}
+	// n2's lease lost (etcd without a quorum for longer than the TTL
+	// does this): it is gone, then rejoins on a new lease.
+	old := ns[1].node.leaseID()
+	if _, err := ns[0].node.Client().Revoke(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ms, err = Members(ctx, ns[0].node.Client(), "t")
+		if err == nil && len(ms) == 2 && ns[1].node.leaseID() != old {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n2 did not rejoin after losing its lease: %+v, %v", ms, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	ns[1].close() // a clean leave revokes the lease: gone at once
 	ms, err = Members(ctx, ns[0].node.Client(), "t")
 	if err != nil || len(ms) != 1 || ms[0].Name != "n1" {
@@ -241,7 +258,7 @@ func TestOwnerGone(t *testing.T) {
 	// Its lease goes (as after kill -9, within the TTL): the file reverts
 	// to the backing store, which lacks what n2 never wrote back.
 	ctx := context.Background()
-	if _, err := ns[0].node.Client().Revoke(ctx, ns[1].node.lease); err != nil {
+	if _, err := ns[0].node.Client().Revoke(ctx, ns[1].node.leaseID()); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)

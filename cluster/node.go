@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -79,7 +80,7 @@ type Node struct {
 	local  Local
 	etcd   *embed.Etcd // nil: none embedded
 	cli    *clientv3.Client
-	lease  clientv3.LeaseID
+	lease  atomic.Int64 // clientv3.LeaseID of the member and owner keys; replaced by rejoin
 	grpcS  *grpc.Server
 	lis    net.Listener
 	ctx    context.Context
@@ -217,29 +218,97 @@ func cutPeer(p string) (name, u string, ok bool) {
 	return "", "", false
 }
 
-// grant takes the lease of the member and owner keys and keeps it alive.
+// leaseID is the lease of the member and owner keys now.
+func (n *Node) leaseID() clientv3.LeaseID { return clientv3.LeaseID(n.lease.Load()) }
+
+// grant takes the lease of the member and owner keys and keeps it alive;
+// when it is lost (etcd without a quorum for longer than the TTL), the
+// node rejoins.
 func (n *Node) grant() error {
+	ch, err := n.newLease()
+	if err != nil {
+		return err
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		for ch != nil {
+			for range ch {
+			}
+			if n.ctx.Err() != nil {
+				return
+			}
+			logrus.Errorf("cluster %s: node %s lost its etcd lease: the other nodes saw it gone and read its files from the backing store; rejoining",
+				n.cfg.Cluster, n.cfg.Node)
+			ch = n.rejoin()
+		}
+	}()
+	return nil
+}
+
+func (n *Node) newLease() (<-chan *clientv3.LeaseKeepAliveResponse, error) {
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()
 	l, err := n.cli.Grant(ctx, int64((n.cfg.TTL+time.Second-1)/time.Second))
 	if err != nil {
-		return fmt.Errorf("cluster: lease from etcd %v: %w", n.cfg.Endpoints, err)
+		return nil, fmt.Errorf("cluster: lease from etcd %v: %w", n.cfg.Endpoints, err)
 	}
 	ch, err := n.cli.KeepAlive(n.ctx, l.ID)
 	if err != nil {
-		return fmt.Errorf("cluster: keep lease alive: %w", err)
+		return nil, fmt.Errorf("cluster: keep lease alive: %w", err)
 	}
-	n.lease = l.ID
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		for range ch {
+	n.lease.Store(int64(l.ID))
+	return ch, nil
+}
+
+// rejoin takes a new lease, registers again and claims again the files
+// it owned that nobody took meanwhile (unpublished: their readers see
+// the backing store until the next close); it retries every second until
+// it works or the node closes (nil).
+func (n *Node) rejoin() <-chan *clientv3.LeaseKeepAliveResponse {
+	for {
+		ch, err := n.newLease()
+		if err == nil {
+			if err = n.register(); err == nil {
+				n.reclaim()
+				logrus.Infof("cluster %s: node %s rejoined", n.cfg.Cluster, n.cfg.Node)
+				return ch
+			}
 		}
-		if n.ctx.Err() == nil {
-			logrus.Errorf("cluster %s: node %s lost its etcd lease: the other nodes see it gone and its files revert to the backing store", n.cfg.Cluster, n.cfg.Node)
+		logrus.Warnf("cluster %s: rejoin: %v", n.cfg.Cluster, err)
+		select {
+		case <-n.ctx.Done():
+			return nil
+		case <-time.After(time.Second):
 		}
-	}()
-	return nil
+	}
+}
+
+// reclaim claims again each owned file whose key is gone; a file
+// another node claimed meanwhile is no longer ours.
+func (n *Node) reclaim() {
+	n.mu.Lock()
+	var paths []string
+	for p := range n.owned {
+		paths = append(paths, p)
+	}
+	n.mu.Unlock()
+	val, _ := json.Marshal(ownerRecord{Node: n.cfg.Node, Size: -1})
+	for _, p := range paths {
+		key := n.cfg.ownerKey(p)
+		ctx, cancel := context.WithTimeout(n.ctx, rpcTimeout)
+		resp, err := n.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, string(val), clientv3.WithLease(n.leaseID()))).Commit()
+		cancel()
+		if err == nil && resp.Succeeded {
+			continue
+		}
+		logrus.Warnf("cluster %s: %s is no longer owned by %s (taken by another node while its lease was lost, or %v)", n.cfg.Cluster, p, n.cfg.Node, err)
+		n.mu.Lock()
+		delete(n.owned, p)
+		n.mu.Unlock()
+		n.dropHandle(p)
+	}
 }
 
 // serve starts the gRPC service.
@@ -284,7 +353,7 @@ func (n *Node) register() error {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()
-	if _, err := n.cli.Put(ctx, n.cfg.memberKey(), string(b), clientv3.WithLease(n.lease)); err != nil {
+	if _, err := n.cli.Put(ctx, n.cfg.memberKey(), string(b), clientv3.WithLease(n.leaseID())); err != nil {
 		return fmt.Errorf("cluster: register %s: %w", n.cfg.memberKey(), err)
 	}
 	return nil
@@ -317,9 +386,9 @@ func (n *Node) Client() *clientv3.Client { return n.cli }
 // owner keys go at once, not after the TTL), gRPC stops, the embedded
 // member stops. Call it after the file layer has written everything back.
 func (n *Node) Close() error {
-	if n.cli != nil && n.lease != 0 {
+	if n.cli != nil && n.leaseID() != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		n.cli.Revoke(ctx, n.lease)
+		n.cli.Revoke(ctx, n.leaseID())
 		cancel()
 	}
 	n.cancel()

@@ -83,7 +83,7 @@ func (n *Node) claim(ctx context.Context, p string) error {
 	val, _ := json.Marshal(ownerRecord{Node: n.cfg.Node, Size: -1})
 	for range claimTries {
 		resp, err := n.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, string(val), clientv3.WithLease(n.lease))).
+			Then(clientv3.OpPut(key, string(val), clientv3.WithLease(n.leaseID()))).
 			Else(clientv3.OpGet(key)).Commit()
 		if err != nil {
 			return fmt.Errorf("claim %s: %w: %v", p, unix.EIO, err)
@@ -198,8 +198,8 @@ func (n *Node) Closed(p string, size int64) {
 	defer cancel()
 	key := n.cfg.ownerKey(p)
 	// Only while it is still ours (a revocation may have taken it).
-	_, err := n.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", n.lease)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(n.lease))).Commit()
+	_, err := n.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", n.leaseID())).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(n.leaseID()))).Commit()
 	if err != nil {
 		logSlow("publish size of %s: %v", p, err)
 	}
@@ -334,7 +334,7 @@ func (n *Node) serveRevoke(ctx context.Context, b []byte) ([]byte, error) {
 		return nil, status.Errorf(codes.Internal, "write back %s: %v", r.Path, err)
 	}
 	key := n.cfg.ownerKey(r.Path)
-	if _, err := n.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", n.lease)).
+	if _, err := n.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", n.leaseID())).
 		Then(clientv3.OpDelete(key)).Commit(); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "release %s: %v", r.Path, err)
 	}
