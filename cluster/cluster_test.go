@@ -68,7 +68,7 @@ func startNodesWith(t testing.TB, backing string, n int, o nodeOpts) []*testNode
 		if i == 0 {
 			cfg.Embed = &Embed{Name: "n1", Peers: []string{"n1=" + peer}, Client: client, Dir: filepath.Join(t.TempDir(), "etcd")}
 		}
-		node, err := Start(cfg, Local{FS: fsys, Pool: pool.Stats})
+		node, err := Start(cfg, Local{FS: fsys, Pool: pool.Stats, Blobs: pool})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -275,5 +275,35 @@ func TestOwnerGone(t *testing.T) {
 			t.Fatalf("still failing after the lease went: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestBlobsSpill: a blob put on n1 stays there while n1 has room, the
+// next one spills to n2 (the member with the most room); both are read
+// from either node through the placement map.
+func TestBlobsSpill(t *testing.T) {
+	ns := startNodes(t, t.TempDir(), 2, 0) // 4 MiB of RAM each
+	ctx := context.Background()
+	a := bytes.Repeat([]byte("a"), 3<<20)
+	b := bytes.Repeat([]byte("b"), 3<<20)
+	if where, err := ns[0].node.Put(ctx, "ckpt", "a", a); err != nil || where != "n1" {
+		t.Fatalf("put a: on %q, %v; want n1 (room there)", where, err)
+	}
+	if where, err := ns[0].node.Put(ctx, "ckpt", "b", b); err != nil || where != "n2" {
+		t.Fatalf("put b: on %q, %v; want n2 (n1 is full)", where, err)
+	}
+	for _, tn := range ns {
+		for name, want := range map[string][]byte{"a": a, "b": b} {
+			got, err := tn.node.Get(ctx, "ckpt", name)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s get %s: %d bytes, %v", tn.node.Name(), name, len(got), err)
+			}
+		}
+	}
+	if _, err := ns[1].node.Get(ctx, "ckpt", "none"); !errors.Is(err, bufferpool.ErrNotFound) {
+		t.Errorf("get of a blob never put: %v, want ErrNotFound", err)
+	}
+	if _, err := ns[1].node.Put(ctx, "ckpt", "c", make([]byte, 8<<20)); !errors.Is(err, ErrNoRoom) {
+		t.Errorf("put of 8 MiB into two 4 MiB nodes: %v, want ErrNoRoom", err)
 	}
 }

@@ -49,6 +49,8 @@ type Embed struct {
 type Local struct {
 	FS   *files.FS               // serves pages to other nodes (nil: no mount)
 	Pool func() bufferpool.Stats // the tiers' capacity and use, for Members
+	// Blobs holds the cluster's CTE blobs put here (blobs.go); nil: none.
+	Blobs *bufferpool.Pool
 }
 
 // TierInfo is one tier of a member as Members shows it.

@@ -92,6 +92,8 @@ var serviceDesc = grpc.ServiceDesc{
 		handler("ReadPage", (*Node).serveReadPage),
 		handler("Revoke", (*Node).serveRevoke),
 		handler("Ping", (*Node).servePing),
+		handler("BlobPut", (*Node).serveBlobPut),
+		handler("BlobGet", (*Node).serveBlobGet),
 	},
 	Metadata: "cluster/rpc.go",
 }
@@ -109,14 +111,20 @@ func call(ctx context.Context, conn *grpc.ClientConn, method string, req any) ([
 	return callInto(ctx, conn, method, req, nil)
 }
 
+// rawFrame is a request sent as it is (not JSON).
+type rawFrame []byte
+
 // callInto is call with the reply decoded into buf's room when it fits
 // (a page lands in the caller's page: no allocation, one copy).
 func callInto(ctx context.Context, conn *grpc.ClientConn, method string, req any, buf []byte) ([]byte, error) {
-	b, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
+	b, ok := req.(rawFrame)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(req); err != nil {
+			return nil, err
+		}
 	}
 	out := &frame{b: buf[:0]}
-	err = conn.Invoke(ctx, "/"+serviceName+"/"+method, &frame{b: b}, out, grpc.CallContentSubtype(codecName))
+	err := conn.Invoke(ctx, "/"+serviceName+"/"+method, &frame{b: b}, out, grpc.CallContentSubtype(codecName))
 	return out.b, err
 }

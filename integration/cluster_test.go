@@ -287,6 +287,7 @@ func (nd *simNode) clusterMembers(ctx context.Context, bin string) (names []stri
 
 // TestClusterSharedNamespace: node 1 writes a file per rank, nodes 2 and
 // 3 read them back (checksums) before the write-back (throttled) is done;
+// a CTE blob put on node 1 is read on node 3;
 // node 2 writes files of its own and is killed -9 before any of it is
 // written back: node 3's reads of them fail with EIO until node 2's
 // lease expires and then show the backing store (what was lost is
@@ -373,6 +374,19 @@ func TestClusterSharedNamespace(t *testing.T) {
 	if incomplete == 0 {
 		t.Errorf("every rank was on the backing store before the reads ended (%v after the writes): nothing shows the reads came from node 1\nnode 1:\n%s\nnode 2:\n%s",
 			time.Since(wrote), n1.logText(), nodes[1].logText())
+	}
+
+	// A CTE blob put on node 1 is read on node 3 (the placement map).
+	blob := filepath.Join(src, "rank.0")
+	if out, err := n1.inNet(ctx, bin, "cluster", "put", "--config", n1.cfg, "ckpt", "meta", blob); err != nil || !strings.Contains(string(out), "on n1") {
+		t.Fatalf("cluster put on node 1: %v: %s", err, out)
+	}
+	got := filepath.Join(t.TempDir(), "meta")
+	if out, err := nodes[2].inNet(ctx, bin, "cluster", "get", "--config", nodes[2].cfg, "ckpt", "meta", got); err != nil {
+		t.Fatalf("cluster get on node 3: %v: %s", err, out)
+	}
+	if b, _ := os.ReadFile(got); sum(b) != want["rank.0"] {
+		t.Errorf("node 3 got the blob node 1 put with sum %s, want %s", sum(b), want["rank.0"])
 	}
 
 	// Node 2 writes its own ranks and is killed -9 with all of it unflushed.

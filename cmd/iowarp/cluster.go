@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
@@ -50,7 +52,7 @@ func startCluster(cfg *config.Config, pool *bufferpool.Pool, fsys *files.FS) (*c
 		return nil, nil
 	}
 	c := clusterConfig(cfg)
-	n, err := cluster.Start(c, cluster.Local{FS: fsys, Pool: pool.Stats})
+	n, err := cluster.Start(c, cluster.Local{FS: fsys, Pool: pool.Stats, Blobs: pool})
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +99,83 @@ func newClusterCmd() *cobra.Command {
 	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	status.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "how long each member and etcd endpoint may take to answer")
 	status.MarkFlagRequired("config")
-	cmd.AddCommand(status)
+	cmd.AddCommand(status, newClusterPutCmd(), newClusterGetCmd())
+	return cmd
+}
+
+// loadCluster reads a config that must have a cluster block.
+func loadCluster(file string) (*config.Config, error) {
+	cfg, err := config.Load(file)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.Cluster.Enabled() {
+		return nil, fmt.Errorf("%s has no cluster (cluster.name is empty)", file)
+	}
+	return cfg, nil
+}
+
+func newClusterPutCmd() *cobra.Command {
+	var cfgFile string
+	cmd := &cobra.Command{
+		Use:   "put --config FILE BUCKET BLOB [FILE|-]",
+		Short: "Put a blob into the cluster's CTE: the daemon of this node (cluster.listen) keeps it if it has room, else the member with the most",
+		Args:  cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := loadCluster(cfgFile)
+			if err != nil {
+				return err
+			}
+			data, err := readInput(args[2:])
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			node, err := cluster.PutBlob(ctx, cfg.Cluster.Listen, args[0], args[1], data)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: %d bytes on %s\n", args[0], args[1], len(data), node)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cfgFile, "config", "", "the daemons' config file")
+	cmd.MarkFlagRequired("config")
+	return cmd
+}
+
+func newClusterGetCmd() *cobra.Command {
+	var cfgFile string
+	cmd := &cobra.Command{
+		Use:   "get --config FILE BUCKET BLOB [FILE|-]",
+		Short: "Get a blob of the cluster's CTE from whichever node holds it (the placement map in etcd)",
+		Args:  cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := loadCluster(cfgFile)
+			if err != nil {
+				return err
+			}
+			cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Cluster.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			data, err := cluster.GetBlob(ctx, cli, cfg.Cluster.Name, args[0], args[1])
+			if err != nil {
+				return err
+			}
+			if len(args) == 3 && args[2] != "-" {
+				return os.WriteFile(args[2], data, 0o644)
+			}
+			_, err = cmd.OutOrStdout().Write(data)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&cfgFile, "config", "", "the daemons' config file")
+	cmd.MarkFlagRequired("config")
 	return cmd
 }
 
