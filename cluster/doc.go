@@ -43,6 +43,13 @@
 // fail with EIO until its lease expires; then the backing store, which
 // lacks what the owner had not written back, is the truth again.
 //
+// # CTE buckets
+//
+// Node.Put places a blob on this node while its tiers have room, else on
+// the member with the most room; /iowarp/<cluster>/blobs/<bucket>/<blob>
+// names the holder on its lease, and Get on any node asks the holder
+// (blobs.go).
+//
 // # gRPC
 //
 // There is no protoc here: the service (iowarp.cluster.Node) is a
