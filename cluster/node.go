@@ -320,7 +320,8 @@ func (n *Node) serve() error {
 		return fmt.Errorf("cluster: listen %s: %w", n.cfg.Listen, err)
 	}
 	n.lis = lis
-	n.grpcS = grpc.NewServer(grpc.MaxRecvMsgSize(maxPage+4096), grpc.MaxSendMsgSize(maxPage+4096))
+	n.grpcS = grpc.NewServer(grpc.MaxRecvMsgSize(maxPage+4096), grpc.MaxSendMsgSize(maxPage+4096),
+		grpc.InitialWindowSize(window), grpc.InitialConnWindowSize(4*window))
 	n.grpcS.RegisterService(&serviceDesc, n)
 	n.wg.Add(1)
 	go func() {
@@ -449,7 +450,13 @@ func (n *Node) conn(ctx context.Context, name string) (*grpc.ClientConn, error) 
 	return c, nil
 }
 
+// window is the HTTP/2 flow-control window of a stream: a few pages, so
+// that a page is not sent in 64 KiB steps each waiting for a window
+// update.
+const window = 4 << 20
+
 func dial(addr string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(4*window),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxPage+4096), grpc.MaxCallSendMsgSize(maxPage+4096)))
 }
