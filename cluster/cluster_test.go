@@ -307,3 +307,34 @@ func TestBlobsSpill(t *testing.T) {
 		t.Errorf("put of 8 MiB into two 4 MiB nodes: %v, want ErrNoRoom", err)
 	}
 }
+
+// TestRenameUnlink: the write-to-a-temporary-then-rename pattern of
+// checkpoints: the owner's rename moves its ownership, so another node
+// reads the new name from it before the write-back; an unlink on the
+// owner releases the file.
+func TestRenameUnlink(t *testing.T) {
+	backing := t.TempDir()
+	ns := startNodes(t, backing, 2, 16<<10) // 16 KiB/s: 4 pages take 16 s
+	data := bytes.Repeat([]byte("ckpt"), testPage)
+	write(t, ns[0].fs, "step.tmp", data)
+	if err := ns[0].fs.Rename("step.tmp", "step", 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := read(ns[1].fs, "step")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("n2 read of the renamed file: %d bytes, %v; want n1's %d", len(got), err, len(data))
+	}
+	if b, _ := os.ReadFile(filepath.Join(backing, "step")); bytes.Equal(b, data) {
+		t.Fatal("written back already: the read did not show the rename was followed")
+	}
+	ctx := context.Background()
+	if _, ok, _ := ns[1].node.getOwner(ctx, "step.tmp"); ok {
+		t.Error("the old name is still owned after the rename")
+	}
+	if err := ns[0].fs.Unlink("step"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := ns[1].node.getOwner(ctx, "step"); ok || err != nil {
+		t.Errorf("owned after the owner's unlink (%v)", err)
+	}
+}

@@ -36,10 +36,10 @@
 // both doors). Not given: coherence of two nodes writing one file at the
 // same time (the second writing open revokes the first, whose later
 // writes are still written back but are not seen by others until it
-// opens again for writing), byte-range locks across nodes, atomic
-// rename of an owned file across nodes (owners are keyed by path: a
-// file renamed while owned is read from the backing store under its new
-// name until written back). Reads of pages that only a dead owner held
+// opens again for writing), byte-range locks across nodes, renames on a
+// node that does not own the file (owners are keyed by path: the new
+// name is read from the backing store until written back; a rename on
+// the owner moves the key, an unlink there deletes it). Reads of pages that only a dead owner held
 // fail with EIO until its lease expires; then the backing store, which
 // lacks what the owner had not written back, is the truth again.
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -350,4 +351,91 @@ func (n *Node) servePing(ctx context.Context, b []byte) ([]byte, error) {
 	owned := len(n.owned)
 	n.mu.Unlock()
 	return json.Marshal(PingReply{Name: n.cfg.Node, OwnedFiles: owned})
+}
+
+// Renamed implements files.Remote: the owner keys of what this node owns
+// at or under oldPath move to newPath (one transaction each, compared on
+// our lease). A swap (RENAME_EXCHANGE) gives up both names instead: their
+// readers read the backing store until the next writing open.
+func (n *Node) Renamed(oldPath, newPath string, exchange bool) {
+	if exchange {
+		for _, p := range n.ownedUnder(oldPath) {
+			n.Unlinked(p)
+		}
+		for _, p := range n.ownedUnder(newPath) {
+			n.Unlinked(p)
+		}
+		return
+	}
+	n.Unlinked(newPath) // a file of ours that the rename replaced
+	for _, p := range n.ownedUnder(oldPath) {
+		n.move(p, newPath+p[len(oldPath):])
+	}
+}
+
+// ownedUnder lists the owned paths at or below p.
+func (n *Node) ownedUnder(p string) []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for q := range n.owned {
+		if q == p || strings.HasPrefix(q, p+"/") {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// move moves the ownership of from to to.
+func (n *Node) move(from, to string) {
+	ctx, cancel := context.WithTimeout(n.ctx, rpcTimeout)
+	defer cancel()
+	rec, ok, err := n.getOwner(ctx, from)
+	if err != nil || !ok {
+		rec = ownerRecord{Node: n.cfg.Node, Size: -1}
+	}
+	val, _ := json.Marshal(ownerRecord{Node: n.cfg.Node, Size: rec.Size})
+	oldKey := n.cfg.ownerKey(from)
+	_, err = n.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(oldKey), "=", n.leaseID())).
+		Then(clientv3.OpDelete(oldKey), clientv3.OpPut(n.cfg.ownerKey(to), string(val), clientv3.WithLease(n.leaseID()))).Commit()
+	if err != nil {
+		logSlow("move owner of %s to %s: %v", from, to, err)
+	}
+	n.mu.Lock()
+	delete(n.owned, from)
+	if err == nil {
+		n.owned[to] = true
+	}
+	if h := n.handles[from]; h != nil {
+		delete(n.handles, from)
+		if err == nil {
+			n.handles[to] = h
+			h = nil
+		}
+		defer func() {
+			if h != nil {
+				h.Release()
+			}
+		}()
+	}
+	n.mu.Unlock()
+}
+
+// Unlinked implements files.Remote: the owner key of p goes.
+func (n *Node) Unlinked(p string) {
+	n.mu.Lock()
+	mine := n.owned[p]
+	delete(n.owned, p)
+	n.mu.Unlock()
+	if !mine {
+		return
+	}
+	n.dropHandle(p)
+	ctx, cancel := context.WithTimeout(n.ctx, rpcTimeout)
+	defer cancel()
+	key := n.cfg.ownerKey(p)
+	if _, err := n.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", n.leaseID())).
+		Then(clientv3.OpDelete(key)).Commit(); err != nil {
+		logSlow("release owner of %s: %v", p, err)
+	}
 }

@@ -192,6 +192,7 @@ func (fs *FS) Unlink(p string) error {
 		return pathErr("unlink", p, err)
 	}
 	fs.unlinked(&st)
+	fs.unlinkedRemote(p) // remote.go
 	return nil
 }
 
@@ -286,6 +287,7 @@ func (fs *FS) Rename(oldPath, newPath string, flags uint32) error {
 	if err := unix.Renameat2(ao.dir, ao.name, an.dir, an.name, uint(flags)); err != nil {
 		return pathErr("rename", oldPath+" -> "+newPath, err)
 	}
+	fs.renamedRemote(oldPath, newPath, flags) // remote.go
 	if replaced {
 		var src unix.Stat_t
 		// rename of a name onto another name of the same inode is a no-op.

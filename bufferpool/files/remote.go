@@ -45,6 +45,13 @@ type Remote interface {
 	// Closed is called at each close of a writing handle of path, whose
 	// size is then size: the owner publishes it for the next opens.
 	Closed(path string, size int64)
+	// Renamed is called after a rename on this node (exchange: the two
+	// names were swapped): what this node owns under oldPath is owned
+	// under newPath from now on.
+	Renamed(oldPath, newPath string, exchange bool)
+	// Unlinked is called after an unlink on this node: this node no
+	// longer owns path.
+	Unlinked(path string)
 }
 
 // RemoteView is what a read-only open learned of another node's file.
@@ -160,6 +167,20 @@ func (f *file) closedRemote() {
 	if r := f.fs.remote; r != nil && f.remote.view.Load() == nil {
 		f.syncShim()
 		r.Closed(f.displayName(), f.size.Load())
+	}
+}
+
+// renamedRemote is Rename's call.
+func (fs *FS) renamedRemote(oldPath, newPath string, flags uint32) {
+	if fs.remote != nil {
+		fs.remote.Renamed(oldPath, newPath, flags&unix.RENAME_EXCHANGE != 0)
+	}
+}
+
+// unlinkedRemote is Unlink's call.
+func (fs *FS) unlinkedRemote(p string) {
+	if fs.remote != nil {
+		fs.remote.Unlinked(p)
 	}
 }
 
