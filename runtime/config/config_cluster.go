@@ -131,6 +131,9 @@ func (c *Config) validateCluster() error {
 		}
 		return nil
 	}
+	if c.NoMount() {
+		return c.errorf("cluster.name", "a daemon without a mount (mount: \"\") does not join a cluster yet")
+	}
 	if strings.ContainsAny(k.Name, "/ \t\n") {
 		return c.errorf("cluster.name", "%q: no slashes or spaces (it is an etcd key prefix)", k.Name)
 	}

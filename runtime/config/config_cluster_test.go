@@ -50,4 +50,11 @@ func TestClusterKeys(t *testing.T) {
 			}
 		})
 	}
+	c, err = Parse("c.yaml", []byte("mount: \"\"\ncluster:\n  name: j\n  listen: h:1\n  etcd: [http://h:2379]\n"))
+	if err == nil {
+		err = c.Validate()
+	}
+	if err == nil || !strings.Contains(err.Error(), "cluster.name:") {
+		t.Errorf("a cluster without a mount: %v, want an error", err)
+	}
 }
