@@ -15,7 +15,7 @@ func FuzzServe(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(encodeBlob(blobHeader{Bucket: "b", Blob: "x", Place: true}, []byte("data")))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, '{'})
-	n := &Node{cfg: Config{Node: "n1"}, owned: map[string]bool{}}
+	n := &Node{cfg: Config{Node: "n1"}, owned: map[string]int64{}}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if out, err := n.serveReadPage(context.Background(), b); err == nil {
 			t.Fatalf("ReadPage of %q served %d bytes of a file not owned", b, len(out))

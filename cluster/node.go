@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -92,7 +93,7 @@ type Node struct {
 
 	// mu guards the maps below; a leaf.
 	mu    sync.Mutex
-	owned map[string]bool // paths this node owns
+	owned map[string]int64 // paths this node owns → the size last published (-1: none yet)
 	// handles holds a read handle on owned files (at most maxHandles),
 	// taken at the owner's close: a page request then needs no open,
 	// which would wait for a write-back of the file in progress
@@ -122,7 +123,7 @@ func Start(cfg Config, local Local) (*Node, error) {
 	if cfg.TTL < time.Second {
 		return nil, fmt.Errorf("cluster: ttl %v is too short", cfg.TTL)
 	}
-	n := &Node{cfg: cfg, local: local, start: time.Now(), owned: map[string]bool{},
+	n := &Node{cfg: cfg, local: local, start: time.Now(), owned: map[string]int64{},
 		handles: map[string]*files.Handle{}, conns: map[string]*grpc.ClientConn{}}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if err := n.open(); err != nil {
@@ -264,8 +265,8 @@ func (n *Node) newLease() (<-chan *clientv3.LeaseKeepAliveResponse, error) {
 }
 
 // rejoin takes a new lease, registers again and claims again the files
-// it owned that nobody took meanwhile (unpublished: their readers see
-// the backing store until the next close); it retries every second until
+// it owned that nobody took meanwhile, with the sizes it last published;
+// it retries every second until
 // it works or the node closes (nil).
 func (n *Node) rejoin() <-chan *clientv3.LeaseKeepAliveResponse {
 	for {
@@ -290,13 +291,10 @@ func (n *Node) rejoin() <-chan *clientv3.LeaseKeepAliveResponse {
 // another node claimed meanwhile is no longer ours.
 func (n *Node) reclaim() {
 	n.mu.Lock()
-	var paths []string
-	for p := range n.owned {
-		paths = append(paths, p)
-	}
+	sizes := maps.Clone(n.owned)
 	n.mu.Unlock()
-	val, _ := json.Marshal(ownerRecord{Node: n.cfg.Node, Size: -1})
-	for _, p := range paths {
+	for p, size := range sizes {
+		val, _ := json.Marshal(ownerRecord{Node: n.cfg.Node, Size: size})
 		key := n.cfg.ownerKey(p)
 		ctx, cancel := context.WithTimeout(n.ctx, rpcTimeout)
 		resp, err := n.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).

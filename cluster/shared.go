@@ -28,7 +28,6 @@ var ErrOwnerLost = fmt.Errorf("owner unreachable: %w", unix.EIO)
 // fast as the backing store takes it).
 const (
 	rpcTimeout    = 10 * time.Second
-	statTimeout   = 2 * time.Second
 	revokeTimeout = 10 * time.Minute
 )
 
@@ -38,7 +37,7 @@ const claimTries = 5
 // Open implements files.Remote.
 func (n *Node) Open(p string, write bool) (*files.RemoteView, error) {
 	n.mu.Lock()
-	mine := n.owned[p]
+	_, mine := n.owned[p]
 	n.mu.Unlock()
 	if mine {
 		if write {
@@ -91,7 +90,7 @@ func (n *Node) claim(ctx context.Context, p string) error {
 		}
 		if resp.Succeeded {
 			n.mu.Lock()
-			n.owned[p] = true
+			n.owned[p] = -1
 			n.mu.Unlock()
 			return nil
 		}
@@ -144,22 +143,23 @@ func (n *Node) dropConn(name string) {
 // Stat implements files.Remote: a linearizable read of the owner key, so
 // that a lookup after another node's close sees its size (the kernel
 // caches the answer for the attribute timeout, which bounds the cost).
-// When etcd does not answer within statTimeout the backing store's size
-// stands.
-func (n *Node) Stat(p string) (int64, bool) {
+// When etcd does not answer within rpcTimeout (an election takes a few
+// seconds) the stat fails with EIO: the backing store's size could be
+// short of the owner's.
+func (n *Node) Stat(p string) (int64, bool, error) {
 	n.mu.Lock()
-	mine := n.owned[p]
+	_, mine := n.owned[p]
 	n.mu.Unlock()
 	if mine {
-		return 0, false
+		return 0, false, nil
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, statTimeout)
+	ctx, cancel := context.WithTimeout(n.ctx, rpcTimeout)
 	defer cancel()
 	rec, ok, err := n.getOwner(ctx, p)
 	if err != nil || !ok || rec.Node == n.cfg.Node || rec.Size < 0 {
-		return 0, false
+		return 0, false, err
 	}
-	return rec.Size, true
+	return rec.Size, true, nil
 }
 
 // ReadPage implements files.Remote.
@@ -189,7 +189,7 @@ func (n *Node) ReadPage(v *files.RemoteView, p string, i int64, page []byte) (in
 // Closed implements files.Remote: publish the size for the next opens.
 func (n *Node) Closed(p string, size int64) {
 	n.mu.Lock()
-	mine := n.owned[p]
+	_, mine := n.owned[p]
 	n.mu.Unlock()
 	if !mine {
 		return
@@ -199,10 +199,16 @@ func (n *Node) Closed(p string, size int64) {
 	defer cancel()
 	key := n.cfg.ownerKey(p)
 	// Only while it is still ours (a revocation may have taken it).
-	_, err := n.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", n.leaseID())).
+	resp, err := n.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", n.leaseID())).
 		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(n.leaseID()))).Commit()
 	if err != nil {
 		logSlow("publish size of %s: %v", p, err)
+	} else if resp.Succeeded {
+		n.mu.Lock()
+		if _, still := n.owned[p]; still {
+			n.owned[p] = size // what a rejoin publishes again
+		}
+		n.mu.Unlock()
 	}
 	n.keepHandle(p)
 }
@@ -226,7 +232,7 @@ func (n *Node) keepHandle(p string) {
 		return
 	}
 	n.mu.Lock()
-	if _, have := n.handles[p]; have || !n.owned[p] {
+	if _, owned := n.owned[p]; !owned || n.handles[p] != nil {
 		n.mu.Unlock()
 		h.Release()
 		return
@@ -306,7 +312,7 @@ func (n *Node) ownedHere(p string) error {
 		return status.Error(codes.FailedPrecondition, "this node has no mount")
 	}
 	n.mu.Lock()
-	mine := n.owned[p]
+	_, mine := n.owned[p]
 	n.mu.Unlock()
 	if !mine {
 		return status.Errorf(codes.PermissionDenied, "%s is not owned by %s", p, n.cfg.Node)
@@ -404,7 +410,7 @@ func (n *Node) move(from, to string) {
 	n.mu.Lock()
 	delete(n.owned, from)
 	if err == nil {
-		n.owned[to] = true
+		n.owned[to] = rec.Size
 	}
 	if h := n.handles[from]; h != nil {
 		delete(n.handles, from)
@@ -424,7 +430,7 @@ func (n *Node) move(from, to string) {
 // Unlinked implements files.Remote: the owner key of p goes.
 func (n *Node) Unlinked(p string) {
 	n.mu.Lock()
-	mine := n.owned[p]
+	_, mine := n.owned[p]
 	delete(n.owned, p)
 	n.mu.Unlock()
 	if !mine {

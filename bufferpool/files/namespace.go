@@ -75,7 +75,9 @@ func (fs *FS) lstatAt(a at, p string) (unix.Stat_t, error) {
 		return st, pathErr("lstat", p, err)
 	}
 	fs.overlay(&st)
-	fs.statRemote(p, &st)
+	if err := fs.statRemote(p, &st); err != nil { // remote.go
+		return st, pathErr("lstat", p, err)
+	}
 	return st, nil
 }
 

@@ -36,8 +36,10 @@ type Remote interface {
 	// path, nil when none does (the backing file is the truth).
 	Open(path string, write bool) (*RemoteView, error)
 	// Stat returns the size path's owner published, when another node
-	// owns it (ok false: the backing store's size stands).
-	Stat(path string) (size int64, ok bool)
+	// owns it (ok false: the backing store's size stands). An error (the
+	// cluster does not answer) fails the stat: the backing store's size
+	// may be short of what the owner holds.
+	Stat(path string) (size int64, ok bool, err error)
 	// ReadPage reads page i of path (page is one page) from v's owner;
 	// n < len(page): the rest is past its end. An owner that cannot be
 	// reached is an error wrapping EIO.
@@ -185,16 +187,21 @@ func (fs *FS) unlinkedRemote(p string) {
 }
 
 // statRemote puts the size another node's owner published into st.
-func (fs *FS) statRemote(p string, st *unix.Stat_t) {
+func (fs *FS) statRemote(p string, st *unix.Stat_t) error {
 	if fs.remote == nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return
+		return nil
 	}
-	if size, ok := fs.remote.Stat(p); ok {
+	size, ok, err := fs.remote.Stat(p)
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	if ok {
 		st.Size = size
 		if blocks := (size + 4095) / 4096 * 8; blocks > st.Blocks {
 			st.Blocks = blocks
 		}
 	}
+	return nil
 }
 
 // readRemote serves a miss of page i from the owner of view v (or waits
