@@ -19,7 +19,8 @@ APT_PACKAGES := fuse3 libfuse3-dev libhdf5-dev libnetcdf-dev hdf5-tools netcdf-b
 	python3-numpy python3-xarray python3-zarr attr acl rsync jq e2fsprogs chromium \
 	python3-pip python3-setuptools python3-wheel \
 	libcfitsio-dev python3-astropy libeccodes-dev python3-cfgrib python3-biopython \
-	libgdal-dev gdal-bin python3-gdal
+	libgdal-dev gdal-bin python3-gdal \
+	iproute2
 
 # Installation layout (GNU conventions; DESTDIR is prepended to every
 # path, for packaging and for the install test).
@@ -174,6 +175,7 @@ test: deps
 bench: deps build bin/ior bin/mdtest bin/loopback
 	$(SUDO) $(if $(SUDO),-E) scripts/bench.sh
 	$(SUDO) $(if $(SUDO),-E) scripts/bench-trace.sh
+	$(GO) test -run '^$$' -bench BenchmarkReadBackRatio -benchtime 1x ./cluster/
 
 bin/ior bin/mdtest: bin/%: bench/%.c
 	@mkdir -p bin

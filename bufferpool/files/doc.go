@@ -115,6 +115,10 @@
 // backing file's size and mtime with what this node last saw and drops
 // its cached pages if they differ.
 //
+// With a cluster's shared namespace (Remote, remote.go) a file owned by
+// another node is read from that node before it is written back, still
+// close-to-open: the view an open takes replaces the comparison above.
+//
 // # Stage-in, stage-out, evict
 //
 // StageIn, StageOut and Evict (stage.go) are what a job script asks for

@@ -65,9 +65,10 @@ type file struct {
 
 	pf pfState // pages staged ahead and not read yet (prefetch.go)
 
-	sums   fileSums  // checksums the write-back recorded (checksum.go)
-	wbSums sumPass   // the running write-back pass's; guarded by backingMu
-	snap   snapShare // snapshots sharing its pages (snapshot.go)
+	sums   fileSums    // checksums the write-back recorded (checksum.go)
+	wbSums sumPass     // the running write-back pass's; guarded by backingMu
+	snap   snapShare   // snapshots sharing its pages (snapshot.go)
+	remote remoteState // another node's view of the file (remote.go)
 }
 
 // attach returns the file object of the regular file open at fd (taking
@@ -354,6 +355,9 @@ func (f *file) readPage(i, po int64, dst []byte, around bool) error {
 	}
 	f.fs.stats.misses.Add(1)
 	f.io.misses.Add(1)
+	if v := f.remote.view.Load(); v != nil {
+		return f.readRemote(v, i, po, dst) // remote.go
+	}
 	fill := f.stager(i)
 	if fill == nil {
 		clear(dst)

@@ -56,6 +56,9 @@ type FS struct {
 	idle    idleList          // files nobody holds, coldest first
 	maxIdle int
 
+	remote    Remote        // a cluster's shared namespace (remote.go); nil: none
+	remoteSem chan struct{} // bounds the remote read-ahead in flight
+
 	stats counters
 	snaps snapshots // snapshot.go
 	// replayed is what New wrote back from a killed daemon's file tier

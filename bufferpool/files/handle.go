@@ -23,12 +23,18 @@ func (fs *FS) Open(p string, flags int, mode uint32, c Cred) (*Handle, unix.Stat
 	if err != nil {
 		return nil, unix.Stat_t{}, pathErr("open", p, err)
 	}
+	view, err := fs.openRemote(p, flags) // remote.go
+	if err != nil {
+		unix.Close(fd)
+		return nil, unix.Stat_t{}, pathErr("open", p, err)
+	}
 	f, stale, err := fs.attach(fd, writable)
 	if err != nil {
 		return nil, unix.Stat_t{}, pathErr("open", p, err)
 	}
 	f.setName(p)
 	f.setCompress(p)
+	stale = f.useRemote(view) || stale
 	h := &Handle{f: f, flags: flags, stale: stale}
 	fs.stats.openFiles.Add(1)
 	if flags&unix.O_TRUNC != 0 && flags&unix.O_ACCMODE != unix.O_RDONLY && !created && f.size.Load() != 0 {
@@ -187,6 +193,7 @@ func (h *Handle) Flush() error {
 	if fs.scratch || h.flags&unix.O_ACCMODE == unix.O_RDONLY {
 		return nil
 	}
+	h.f.closedRemote()
 	if fs.opts.FlushOnClose {
 		return h.f.writeBack(syncData)
 	}

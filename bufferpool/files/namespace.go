@@ -75,6 +75,9 @@ func (fs *FS) lstatAt(a at, p string) (unix.Stat_t, error) {
 		return st, pathErr("lstat", p, err)
 	}
 	fs.overlay(&st)
+	if err := fs.statRemote(p, &st); err != nil { // remote.go
+		return st, pathErr("lstat", p, err)
+	}
 	return st, nil
 }
 
@@ -191,6 +194,7 @@ func (fs *FS) Unlink(p string) error {
 		return pathErr("unlink", p, err)
 	}
 	fs.unlinked(&st)
+	fs.unlinkedRemote(p) // remote.go
 	return nil
 }
 
@@ -303,6 +307,7 @@ func (fs *FS) Rename(oldPath, newPath string, flags uint32) error {
 	if flags&unix.RENAME_EXCHANGE != 0 {
 		fs.attrChangedAt(ao.dir, ao.name)
 	}
+	fs.renamedRemote(oldPath, newPath, flags) // remote.go
 	if replaced {
 		var src unix.Stat_t
 		// rename of a name onto another name of the same inode is a no-op.

@@ -596,6 +596,9 @@ func (r *readAhead) stridedLocked(off, maxPages int64) raPlan {
 // held (enqueue takes the bucket's read lock).
 func (h *Handle) readAhead(off int64, n int) {
 	f := h.f
+	if f.remote.view.Load() != nil {
+		return // pages come from the owner (remote.go)
+	}
 	p := f.fs.prefetch
 	plan := h.ra.observe(off, n, f.fs.ps, p.maxPages)
 	if plan.count == 0 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/iowarp/iowarp/bufferpool"
 	"github.com/iowarp/iowarp/bufferpool/files"
+	"github.com/iowarp/iowarp/cluster"
 	"github.com/iowarp/iowarp/formats/helper"
 	"github.com/iowarp/iowarp/formats/omni/search"
 	"github.com/iowarp/iowarp/fusefs"
@@ -53,6 +54,7 @@ type daemon struct {
 	mem  *host.PressureWatcher
 	prom *metrics.Server        // the Prometheus endpoint (nil: metrics_listen "")
 	reqs *fusefs.RequestMetrics // FUSE request latencies, for prom
+	clu  *cluster.Node          // the cluster block (cluster.go); nil: none
 	// stopAt is when the stop began (a signal or an external umount): the
 	// drain's duration is reported from there.
 	stopAt time.Time
@@ -155,6 +157,9 @@ func (d *daemon) open() error {
 	d.mem = watchPressure(d.pool)
 	if d.fsys, err = files.New(d.pool, cfg.FilesOptions()); err != nil {
 		return fmt.Errorf("file system over %s: %w", backingName(cfg), err)
+	}
+	if d.clu, err = startCluster(cfg, d.pool, d.fsys); err != nil {
+		return err
 	}
 	info := Info{Pid: os.Getpid(), Version: version, Mount: cfg.Mount, Backing: backingName(cfg),
 		Mode: cfg.Mode, Config: cfg.File, Started: time.Now()}
@@ -405,6 +410,9 @@ func (d *daemon) close() error {
 	if d.fmts != nil {
 		note("stop format helpers", d.fmts.Close())
 	}
+	if d.clu != nil {
+		d.clu.CloseFiles() // its handles on owned files; it serves on during the drain
+	}
 	if d.fsys != nil {
 		start := d.stopAt
 		if start.IsZero() {
@@ -426,6 +434,9 @@ func (d *daemon) close() error {
 				took, units.FormatSize(int64(st.FlushedBytes)), st.FlushErrors)
 			d.drain.Close(fmt.Sprintf("drained in %v: 0 bytes dirty", took))
 		}
+	}
+	if d.clu != nil {
+		note("leave cluster", d.clu.Close()) // after the drain: others read what it wrote from the backing store
 	}
 	if d.mem != nil {
 		d.mem.Close() // after the drain: pressure during it still moves pages down

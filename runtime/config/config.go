@@ -60,6 +60,7 @@ type Config struct {
 	// FormatHelperMemory is each format helper's address-space limit in
 	// bytes (0 = formats/helper's default).
 	FormatHelperMemory int64
+	Cluster            Cluster // config_cluster.go
 
 	// lines maps a key path ("tiers[1].capacity") to its line in File, so
 	// that Validate can point at the offending line.
@@ -225,6 +226,8 @@ func (c *Config) clone() *Config {
 	n.Tiers = append([]Tier(nil), c.Tiers...)
 	n.Modules = append([]string(nil), c.Modules...)
 	n.Compress = append([]files.CompressRule(nil), c.Compress...)
+	n.Cluster.Etcd = append([]string(nil), c.Cluster.Etcd...)
+	n.Cluster.Embed.Peers = append([]string(nil), c.Cluster.Embed.Peers...)
 	n.lines = maps.Clone(c.lines)
 	n.flags = maps.Clone(c.flags)
 	if n.lines == nil {
@@ -316,6 +319,9 @@ func (c *Config) Validate() error {
 		if !filepath.IsAbs(m) {
 			return c.errorf(fmt.Sprintf("modules[%d]", i), "%q is not an absolute path", m)
 		}
+	}
+	if err := c.validateCluster(); err != nil {
+		return err
 	}
 	return c.validateTiers()
 }

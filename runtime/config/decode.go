@@ -62,6 +62,7 @@ func (d *decoder) top(n *yaml.Node) error {
 		"compress":             d.compress,
 		"format_helper_memory": d.bytes(&c.FormatHelperMemory),
 		"oom_score_adj":        d.integer(&c.OOMScoreAdj, -1000, 1000),
+		"cluster":              d.cluster,
 	})
 }
 
