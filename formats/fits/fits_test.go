@@ -3,13 +3,10 @@ package fits_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/iowarp/iowarp/formats/fits"
@@ -19,40 +16,18 @@ import (
 	"github.com/iowarp/iowarp/internal/leakcheck"
 )
 
-const python = "/usr/bin/python3"
-
-var fx struct {
-	once sync.Once
-	dir  string
-	err  error
-}
+var fx = reftest.Fixtures{Name: "fits", Probe: "import astropy.io.fits, numpy", Missing: "python3-astropy"}
 
 func TestMain(m *testing.M) {
 	code := leakcheck.Run(m.Run)
-	if fx.dir != "" {
-		os.RemoveAll(fx.dir)
-	}
+	fx.Remove()
 	os.Exit(code)
 }
 
 // fixtures runs testdata/make.py (astropy) once.
 func fixtures(t *testing.T) string {
 	t.Helper()
-	if exec.Command(python, "-c", "import astropy.io.fits, numpy").Run() != nil {
-		t.Skip("python3-astropy missing (make deps)")
-	}
-	fx.once.Do(func() {
-		if fx.dir, fx.err = os.MkdirTemp("", "fits-fixtures"); fx.err != nil {
-			return
-		}
-		if out, err := exec.Command(python, "testdata/make.py", fx.dir).CombinedOutput(); err != nil {
-			fx.err = fmt.Errorf("make.py: %v\n%s", err, out)
-		}
-	})
-	if fx.err != nil {
-		t.Fatal(fx.err)
-	}
-	return fx.dir
+	return fx.Dir(t)
 }
 
 type hduMeta struct {
@@ -205,21 +180,10 @@ func TestFITSMutants(t *testing.T) {
 	compared := 0
 	for i, name := range []string{"images.fits", "tables.fits"} {
 		ms := reftest.Mutants(t, filepath.Join(dir, name), mdir, 50, uint64(i+1))
-		var paths []string
-		for _, m := range ms {
-			if m.Err == nil && len(m.Data) > 0 {
-				paths = append(paths, m.Path)
-			}
-		}
-		if len(paths) == 0 {
-			continue
-		}
-		if out, err := exec.Command(python, append([]string{"testdata/ref_mutants.py"}, paths...)...).CombinedOutput(); err != nil {
-			t.Fatalf("ref_mutants.py: %v\n%s", err, out)
-		}
+		reftest.Reference(t, "testdata/ref_mutants.py", ms)
 		for _, m := range ms {
 			for p, got := range m.Data {
-				want, err := os.ReadFile(m.Path + "." + strings.ReplaceAll(p[1:], "/", "~") + ".bin")
+				want, err := os.ReadFile(reftest.RefPath(m, p, ".bin"))
 				if err != nil {
 					continue // astropy did not read this variable (or named it otherwise)
 				}

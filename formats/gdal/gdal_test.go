@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/iowarp/iowarp/formats/gdal"
@@ -20,20 +19,12 @@ import (
 	"github.com/iowarp/iowarp/internal/leakcheck"
 )
 
-const python = "/usr/bin/python3"
-
-var fx struct {
-	once sync.Once
-	dir  string
-	err  error
-}
+var fx = reftest.Fixtures{Name: "gdal", Probe: "from osgeo import gdal", Missing: "python3-gdal"}
 
 func TestMain(m *testing.M) {
 	gdal.WarmUp() // PROJ keeps proj.db open for the process
 	code := leakcheck.Run(m.Run)
-	if fx.dir != "" {
-		os.RemoveAll(fx.dir)
-	}
+	fx.Remove()
 	os.Exit(code)
 }
 
@@ -41,24 +32,10 @@ func TestMain(m *testing.M) {
 // gdalinfo) once.
 func fixtures(t *testing.T) string {
 	t.Helper()
-	if exec.Command(python, "-c", "from osgeo import gdal").Run() != nil {
-		t.Skip("python3-gdal missing (make deps)")
-	}
 	if _, err := exec.LookPath("gdal_translate"); err != nil {
 		t.Skip("gdal-bin missing (make deps)")
 	}
-	fx.once.Do(func() {
-		if fx.dir, fx.err = os.MkdirTemp("", "gdal-fixtures"); fx.err != nil {
-			return
-		}
-		if out, err := exec.Command(python, "testdata/make.py", fx.dir).CombinedOutput(); err != nil {
-			fx.err = fmt.Errorf("make.py: %v\n%s", err, out)
-		}
-	})
-	if fx.err != nil {
-		t.Fatal(fx.err)
-	}
-	return fx.dir
+	return fx.Dir(t)
 }
 
 // gdalinfo is the part of `gdalinfo -json` compared.
@@ -271,24 +248,13 @@ func TestGDALMutants(t *testing.T) {
 	compared := 0
 	for i, name := range []string{"gtiff.tif", "png.png"} {
 		ms := reftest.Mutants(t, filepath.Join(dir, name), mdir, 50, uint64(i+1))
-		var paths []string
-		for _, m := range ms {
-			if m.Err == nil && len(m.Data) > 0 {
-				paths = append(paths, m.Path)
-			}
-		}
-		if len(paths) == 0 {
-			continue
-		}
-		if out, err := exec.Command(python, append([]string{"testdata/ref_mutants.py"}, paths...)...).CombinedOutput(); err != nil {
-			t.Fatalf("ref_mutants.py: %v\n%s", err, out)
-		}
+		reftest.Reference(t, "testdata/ref_mutants.py", ms)
 		for _, m := range ms {
 			for p, got := range m.Data {
 				if !strings.HasPrefix(p, "/band_") {
 					continue
 				}
-				want, err := os.ReadFile(m.Path + "." + p[1:] + ".bin")
+				want, err := os.ReadFile(reftest.RefPath(m, p, ".bin"))
 				if err != nil {
 					continue // GDAL's bindings refused it
 				}

@@ -3,12 +3,9 @@ package grib_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/iowarp/iowarp/formats/grib"
@@ -18,40 +15,18 @@ import (
 	"github.com/iowarp/iowarp/internal/leakcheck"
 )
 
-const python = "/usr/bin/python3"
-
-var fx struct {
-	once sync.Once
-	dir  string
-	err  error
-}
+var fx = reftest.Fixtures{Name: "grib", Probe: "import eccodes, cfgrib, xarray", Missing: "python3-cfgrib"}
 
 func TestMain(m *testing.M) {
 	code := leakcheck.Run(m.Run)
-	if fx.dir != "" {
-		os.RemoveAll(fx.dir)
-	}
+	fx.Remove()
 	os.Exit(code)
 }
 
 // fixtures runs testdata/make.py (eccodes, cfgrib) once.
 func fixtures(t *testing.T) string {
 	t.Helper()
-	if exec.Command(python, "-c", "import eccodes, cfgrib, xarray").Run() != nil {
-		t.Skip("python3-cfgrib missing (make deps)")
-	}
-	fx.once.Do(func() {
-		if fx.dir, fx.err = os.MkdirTemp("", "grib-fixtures"); fx.err != nil {
-			return
-		}
-		if out, err := exec.Command(python, "testdata/make.py", fx.dir).CombinedOutput(); err != nil {
-			fx.err = fmt.Errorf("make.py: %v\n%s", err, out)
-		}
-	})
-	if fx.err != nil {
-		t.Fatal(fx.err)
-	}
-	return fx.dir
+	return fx.Dir(t)
 }
 
 type msgMeta struct {

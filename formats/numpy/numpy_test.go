@@ -3,12 +3,10 @@ package numpy_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/iowarp/iowarp/formats/helper"
@@ -18,40 +16,18 @@ import (
 	"github.com/iowarp/iowarp/internal/leakcheck"
 )
 
-const python = "/usr/bin/python3"
-
-var fx struct {
-	once sync.Once
-	dir  string
-	err  error
-}
+var fx = reftest.Fixtures{Name: "npy", Probe: "import numpy", Missing: "python3-numpy"}
 
 func TestMain(m *testing.M) {
 	code := leakcheck.Run(m.Run)
-	if fx.dir != "" {
-		os.RemoveAll(fx.dir)
-	}
+	fx.Remove()
 	os.Exit(code)
 }
 
 // fixtures runs testdata/make.py (numpy) once into a temporary directory.
 func fixtures(t *testing.T) string {
 	t.Helper()
-	if exec.Command(python, "-c", "import numpy").Run() != nil {
-		t.Skip("python3-numpy missing (make deps)")
-	}
-	fx.once.Do(func() {
-		if fx.dir, fx.err = os.MkdirTemp("", "npy-fixtures"); fx.err != nil {
-			return
-		}
-		if out, err := exec.Command(python, "testdata/make.py", fx.dir).CombinedOutput(); err != nil {
-			fx.err = &exec.Error{Name: "make.py: " + string(out), Err: err}
-		}
-	})
-	if fx.err != nil {
-		t.Fatal(fx.err)
-	}
-	return fx.dir
+	return fx.Dir(t)
 }
 
 // reference reads NAME.want, .shape and .dtype.
@@ -194,21 +170,10 @@ func TestNumpyMutants(t *testing.T) {
 	compared := 0
 	for i, name := range []string{"be_c16_F.npy", "le_i4.npy", "archz.npz"} {
 		ms := reftest.Mutants(t, filepath.Join(dir, name), mdir, 60, uint64(i+1))
-		var paths []string
-		for _, m := range ms {
-			if m.Err == nil && len(m.Data) > 0 {
-				paths = append(paths, m.Path)
-			}
-		}
-		if len(paths) == 0 {
-			continue
-		}
-		if out, err := exec.Command(python, append([]string{"testdata/ref_mutants.py"}, paths...)...).CombinedOutput(); err != nil {
-			t.Fatalf("ref_mutants.py: %v\n%s", err, out)
-		}
+		reftest.Reference(t, "testdata/ref_mutants.py", ms)
 		for _, m := range ms {
 			for p, got := range m.Data {
-				want, err := os.ReadFile(m.Path + "." + strings.ReplaceAll(p[1:], "/", "~") + ".want")
+				want, err := os.ReadFile(reftest.RefPath(m, p, ".want"))
 				if err != nil {
 					continue // numpy refused it
 				}

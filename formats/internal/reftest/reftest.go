@@ -3,7 +3,9 @@
 // elements a hyperslab selects from the reference's whole array, and a
 // strided selection that exercises every axis, and a check that a
 // malformed file fails in a helper process with a clear error while the
-// helper pool keeps serving, and seeded mutants of valid files.
+// helper pool keeps serving, seeded mutants of valid files, the reference
+// fixtures a test makes once (Fixtures) and the reference reader run over
+// the mutants (Reference).
 package reftest
 
 import (
