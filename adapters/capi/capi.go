@@ -102,6 +102,25 @@ func lookup[T any](h C.uint64_t, out **C.char) (T, C.int) {
 	return v, 0
 }
 
+// onBucket runs f on the bucket of handle h and returns f's error as
+// the C return (0, or -errno with *err set).
+func onBucket(h C.uint64_t, err **C.char, f func(*client.Bucket) error) C.int {
+	b, rc := lookup[*client.Bucket](h, err)
+	if rc != 0 {
+		return rc
+	}
+	return fail(f(b), err)
+}
+
+// onBuffer is onBucket with the shared-segment buffer of handle buf.
+func onBuffer(h, buf C.uint64_t, err **C.char, f func(*client.Bucket, *client.Buffer) error) C.int {
+	bf, rc := lookup[*client.Buffer](buf, err)
+	if rc != 0 {
+		return rc
+	}
+	return onBucket(h, err, func(b *client.Bucket) error { return f(b, bf) })
+}
+
 // goBytes is a view of C memory (no copy); nil for n == 0.
 func goBytes(p unsafe.Pointer, n C.size_t) []byte {
 	if n == 0 || p == nil {
@@ -213,11 +232,6 @@ func iowarp_bucket_close(h C.uint64_t, err **C.char) C.int {
 	return fail(b.Close(), err)
 }
 
-// buffer is a buffer of the shared segment and the client it is in.
-type buffer struct {
-	b *client.Buffer
-}
-
 // iowarp_alloc allocates n bytes in the client's shared segment, not
 // zeroed, and returns its handle and address (valid until
 // iowarp_buffer_free, or the client's close).
@@ -237,7 +251,7 @@ func iowarp_alloc(h C.uint64_t, n C.int64_t, out *C.uint64_t, addr *unsafe.Point
 	if e != nil {
 		return fail(e, err)
 	}
-	*out = C.uint64_t(cgo.NewHandle(&buffer{b: b}))
+	*out = C.uint64_t(cgo.NewHandle(b))
 	*addr = unsafe.Pointer(unsafe.SliceData(b.Bytes()))
 	return 0
 }
@@ -246,12 +260,12 @@ func iowarp_alloc(h C.uint64_t, n C.int64_t, out *C.uint64_t, addr *unsafe.Point
 //
 //export iowarp_buffer_free
 func iowarp_buffer_free(h C.uint64_t, err **C.char) C.int {
-	b, rc := lookup[*buffer](h, err)
+	b, rc := lookup[*client.Buffer](h, err)
 	if rc != 0 {
 		return rc
 	}
 	cgo.Handle(h).Delete()
-	b.b.Free()
+	b.Free()
 	return 0
 }
 
@@ -259,22 +273,14 @@ func iowarp_buffer_free(h C.uint64_t, err **C.char) C.int {
 //
 //export iowarp_put
 func iowarp_put(h C.uint64_t, blob *C.char, p unsafe.Pointer, n C.size_t, err **C.char) C.int {
-	b, rc := lookup[*client.Bucket](h, err)
-	if rc != 0 {
-		return rc
-	}
-	return fail(b.Put(C.GoString(blob), goBytes(p, n)), err)
+	return onBucket(h, err, func(b *client.Bucket) error { return b.Put(C.GoString(blob), goBytes(p, n)) })
 }
 
 // iowarp_partial_put writes n bytes at p to off of blob.
 //
 //export iowarp_partial_put
 func iowarp_partial_put(h C.uint64_t, blob *C.char, off C.int64_t, p unsafe.Pointer, n C.size_t, err **C.char) C.int {
-	b, rc := lookup[*client.Bucket](h, err)
-	if rc != 0 {
-		return rc
-	}
-	return fail(b.PartialPut(C.GoString(blob), int64(off), goBytes(p, n)), err)
+	return onBucket(h, err, func(b *client.Bucket) error { return b.PartialPut(C.GoString(blob), int64(off), goBytes(p, n)) })
 }
 
 // iowarp_partial_get reads up to n bytes from off of blob into p and sets
@@ -282,31 +288,23 @@ func iowarp_partial_put(h C.uint64_t, blob *C.char, off C.int64_t, p unsafe.Poin
 //
 //export iowarp_partial_get
 func iowarp_partial_get(h C.uint64_t, blob *C.char, off C.int64_t, p unsafe.Pointer, n C.size_t, got *C.int64_t, err **C.char) C.int {
-	b, rc := lookup[*client.Bucket](h, err)
-	if rc != 0 {
-		return rc
-	}
-	k, e := b.PartialGet(C.GoString(blob), int64(off), goBytes(p, n))
-	*got = C.int64_t(k)
-	return fail(e, err)
+	return onBucket(h, err, func(b *client.Bucket) error {
+		k, e := b.PartialGet(C.GoString(blob), int64(off), goBytes(p, n))
+		*got = C.int64_t(k)
+		return e
+	})
 }
 
 // iowarp_put_buffer stores the first n bytes of a buffer as blob.
 //
 //export iowarp_put_buffer
 func iowarp_put_buffer(h C.uint64_t, blob *C.char, buf C.uint64_t, n C.int64_t, err **C.char) C.int {
-	b, rc := lookup[*client.Bucket](h, err)
-	if rc != 0 {
-		return rc
-	}
-	bf, rc := lookup[*buffer](buf, err)
-	if rc != 0 {
-		return rc
-	}
-	if n < 0 || int(n) > bf.b.Len() {
-		return fail(fmt.Errorf("put of %d bytes of a %d-byte buffer: %w", n, bf.b.Len(), client.ErrInvalid), err)
-	}
-	return fail(b.PutBuffer(C.GoString(blob), bf.b, int(n)), err)
+	return onBuffer(h, buf, err, func(b *client.Bucket, bf *client.Buffer) error {
+		if n < 0 || int(n) > bf.Len() {
+			return fmt.Errorf("put of %d bytes of a %d-byte buffer: %w", n, bf.Len(), client.ErrInvalid)
+		}
+		return b.PutBuffer(C.GoString(blob), bf, int(n))
+	})
 }
 
 // iowarp_get_buffer reads blob into a buffer and sets *got to its size;
@@ -314,20 +312,14 @@ func iowarp_put_buffer(h C.uint64_t, blob *C.char, buf C.uint64_t, n C.int64_t, 
 //
 //export iowarp_get_buffer
 func iowarp_get_buffer(h C.uint64_t, blob *C.char, buf C.uint64_t, got *C.int64_t, err **C.char) C.int {
-	b, rc := lookup[*client.Bucket](h, err)
-	if rc != 0 {
-		return rc
-	}
-	bf, rc := lookup[*buffer](buf, err)
-	if rc != 0 {
-		return rc
-	}
-	k, e := b.GetBuffer(C.GoString(blob), bf.b)
-	if need := client.NeededSize(e); need > 0 {
-		k = need
-	}
-	*got = C.int64_t(k)
-	return fail(e, err)
+	return onBuffer(h, buf, err, func(b *client.Bucket, bf *client.Buffer) error {
+		k, e := b.GetBuffer(C.GoString(blob), bf)
+		if need := client.NeededSize(e); need > 0 {
+			k = need
+		}
+		*got = C.int64_t(k)
+		return e
+	})
 }
 
 // iowarp_partial_get_buffer reads up to n bytes from off of blob into a
@@ -335,17 +327,11 @@ func iowarp_get_buffer(h C.uint64_t, blob *C.char, buf C.uint64_t, got *C.int64_
 //
 //export iowarp_partial_get_buffer
 func iowarp_partial_get_buffer(h C.uint64_t, blob *C.char, off C.int64_t, buf C.uint64_t, bufoff, n C.int64_t, got *C.int64_t, err **C.char) C.int {
-	b, rc := lookup[*client.Bucket](h, err)
-	if rc != 0 {
-		return rc
-	}
-	bf, rc := lookup[*buffer](buf, err)
-	if rc != 0 {
-		return rc
-	}
-	k, e := b.PartialGetBuffer(C.GoString(blob), int64(off), bf.b, int(bufoff), int(n))
-	*got = C.int64_t(k)
-	return fail(e, err)
+	return onBuffer(h, buf, err, func(b *client.Bucket, bf *client.Buffer) error {
+		k, e := b.PartialGetBuffer(C.GoString(blob), int64(off), bf, int(bufoff), int(n))
+		*got = C.int64_t(k)
+		return e
+	})
 }
 
 // iowarp_partial_put_buffer writes n bytes of a buffer from bufoff at off
@@ -353,37 +339,23 @@ func iowarp_partial_get_buffer(h C.uint64_t, blob *C.char, off C.int64_t, buf C.
 //
 //export iowarp_partial_put_buffer
 func iowarp_partial_put_buffer(h C.uint64_t, blob *C.char, off C.int64_t, buf C.uint64_t, bufoff, n C.int64_t, err **C.char) C.int {
-	b, rc := lookup[*client.Bucket](h, err)
-	if rc != 0 {
-		return rc
-	}
-	bf, rc := lookup[*buffer](buf, err)
-	if rc != 0 {
-		return rc
-	}
-	return fail(b.PartialPutBuffer(C.GoString(blob), int64(off), bf.b, int(bufoff), int(n)), err)
+	return onBuffer(h, buf, err, func(b *client.Bucket, bf *client.Buffer) error {
+		return b.PartialPutBuffer(C.GoString(blob), int64(off), bf, int(bufoff), int(n))
+	})
 }
 
 // iowarp_delete removes a blob.
 //
 //export iowarp_delete
 func iowarp_delete(h C.uint64_t, blob *C.char, err **C.char) C.int {
-	b, rc := lookup[*client.Bucket](h, err)
-	if rc != 0 {
-		return rc
-	}
-	return fail(b.Delete(C.GoString(blob)), err)
+	return onBucket(h, err, func(b *client.Bucket) error { return b.Delete(C.GoString(blob)) })
 }
 
 // iowarp_set_tag sets a tag on a blob.
 //
 //export iowarp_set_tag
 func iowarp_set_tag(h C.uint64_t, blob, key, value *C.char, err **C.char) C.int {
-	b, rc := lookup[*client.Bucket](h, err)
-	if rc != 0 {
-		return rc
-	}
-	return fail(b.SetTag(C.GoString(blob), C.GoString(key), C.GoString(value)), err)
+	return onBucket(h, err, func(b *client.Bucket) error { return b.SetTag(C.GoString(blob), C.GoString(key), C.GoString(value)) })
 }
 
 // info is a blob's description as JSON.
