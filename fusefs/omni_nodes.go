@@ -27,6 +27,7 @@ import (
 // omniBase is embedded in every node of the tree.
 type omniBase struct {
 	fs.Inode
+	roNode
 	o *omniFS
 }
 
@@ -63,49 +64,6 @@ func (b *omniBase) entry(ctx context.Context, ch *fs.Inode, out *fuse.EntryOut) 
 	out.SetAttrTimeout(b.o.m.attrTTL)
 	return ch, 0
 }
-
-// Writes of any kind fail with EROFS.
-func (b *omniBase) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	return syscall.EROFS
-}
-func (b *omniBase) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, syscall.EROFS
-}
-func (b *omniBase) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	return nil, nil, 0, syscall.EROFS
-}
-func (b *omniBase) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, syscall.EROFS
-}
-func (b *omniBase) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, syscall.EROFS
-}
-func (b *omniBase) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, syscall.EROFS
-}
-func (b *omniBase) Unlink(ctx context.Context, name string) syscall.Errno { return syscall.EROFS }
-func (b *omniBase) Rmdir(ctx context.Context, name string) syscall.Errno  { return syscall.EROFS }
-func (b *omniBase) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
-	return syscall.EROFS
-}
-func (b *omniBase) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	return syscall.EROFS
-}
-func (b *omniBase) Removexattr(ctx context.Context, attr string) syscall.Errno { return syscall.EROFS }
-
-var (
-	_ fs.NodeSetattrer     = (*omniBase)(nil)
-	_ fs.NodeMkdirer       = (*omniBase)(nil)
-	_ fs.NodeCreater       = (*omniBase)(nil)
-	_ fs.NodeMknoder       = (*omniBase)(nil)
-	_ fs.NodeSymlinker     = (*omniBase)(nil)
-	_ fs.NodeLinker        = (*omniBase)(nil)
-	_ fs.NodeUnlinker      = (*omniBase)(nil)
-	_ fs.NodeRmdirer       = (*omniBase)(nil)
-	_ fs.NodeRenamer       = (*omniBase)(nil)
-	_ fs.NodeSetxattrer    = (*omniBase)(nil)
-	_ fs.NodeRemovexattrer = (*omniBase)(nil)
-)
 
 // dirAttr fills the attributes of a view directory of a source with
 // attributes st: the source's owner and times, and no permission the

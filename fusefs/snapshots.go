@@ -22,50 +22,9 @@ import (
 // snapBase is embedded in every node under /.snapshots.
 type snapBase struct {
 	fs.Inode
+	roNode
 	m *mount
 }
-
-func (b *snapBase) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	return syscall.EROFS
-}
-func (b *snapBase) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, syscall.EROFS
-}
-func (b *snapBase) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	return nil, nil, 0, syscall.EROFS
-}
-func (b *snapBase) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, syscall.EROFS
-}
-func (b *snapBase) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, syscall.EROFS
-}
-func (b *snapBase) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, syscall.EROFS
-}
-func (b *snapBase) Unlink(ctx context.Context, name string) syscall.Errno { return syscall.EROFS }
-func (b *snapBase) Rmdir(ctx context.Context, name string) syscall.Errno  { return syscall.EROFS }
-func (b *snapBase) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
-	return syscall.EROFS
-}
-func (b *snapBase) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	return syscall.EROFS
-}
-func (b *snapBase) Removexattr(ctx context.Context, attr string) syscall.Errno { return syscall.EROFS }
-
-var (
-	_ fs.NodeSetattrer     = (*snapBase)(nil)
-	_ fs.NodeMkdirer       = (*snapBase)(nil)
-	_ fs.NodeCreater       = (*snapBase)(nil)
-	_ fs.NodeMknoder       = (*snapBase)(nil)
-	_ fs.NodeSymlinker     = (*snapBase)(nil)
-	_ fs.NodeLinker        = (*snapBase)(nil)
-	_ fs.NodeUnlinker      = (*snapBase)(nil)
-	_ fs.NodeRmdirer       = (*snapBase)(nil)
-	_ fs.NodeRenamer       = (*snapBase)(nil)
-	_ fs.NodeSetxattrer    = (*snapBase)(nil)
-	_ fs.NodeRemovexattrer = (*snapBase)(nil)
-)
 
 // snapRoot is /.snapshots: the snapshots by name.
 type snapRoot struct{ snapBase }
