@@ -154,15 +154,30 @@ int main(int argc, char **argv) {
 }
 `
 
+// buildC compiles the C program src into dir/name (static: linked with
+// -static, so no libc call reaches the kernel other than as a syscall
+// the tracer sees) and returns its path.
+func buildC(t *testing.T, dir, name, src string, static bool) string {
+	t.Helper()
+	c, bin := filepath.Join(dir, name+".c"), filepath.Join(dir, name)
+	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-O1", "-o", bin, c}
+	if static {
+		args = append([]string{"-static"}, args...)
+	}
+	if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("cc %v: %v\n%s", args, err, out)
+	}
+	return bin
+}
+
 // TestTraceStatic: a static binary's calls are all seen.
 func TestTraceStatic(t *testing.T) {
 	needBPF(t)
 	dir := t.TempDir()
-	src, bin := filepath.Join(dir, "p.c"), filepath.Join(dir, "p")
-	os.WriteFile(src, []byte(staticProg), 0o644)
-	if out, err := exec.Command("cc", "-static", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("cc -static: %v\n%s", err, out)
-	}
+	bin := buildC(t, dir, "p", staticProg, true)
 	data := filepath.Join(dir, "data")
 	a := traceRun(t, bin, data)
 	f := fileOf(t, a, data)
@@ -209,11 +224,7 @@ int main(int argc, char **argv) {
 func TestTraceCountsInKernel(t *testing.T) {
 	needBPF(t)
 	dir := t.TempDir()
-	src, bin := filepath.Join(dir, "p.c"), filepath.Join(dir, "p")
-	os.WriteFile(src, []byte(fdReuseProg), 0o644)
-	if out, err := exec.Command("cc", "-static", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("cc -static: %v\n%s", err, out)
-	}
+	bin := buildC(t, dir, "p", fdReuseProg, true)
 	a, b, c := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")
 	type want struct {
 		writes, written, reads, read int64
@@ -384,11 +395,7 @@ int main(int argc, char **argv) {
 func TestTracePidsVforkChild(t *testing.T) {
 	needBPF(t)
 	dir := t.TempDir()
-	src, bin := filepath.Join(dir, "spawn.c"), filepath.Join(dir, "spawn")
-	os.WriteFile(src, []byte(spawnProg), 0o644)
-	if out, err := exec.Command("cc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("cc: %v\n%s", err, out)
-	}
+	bin := buildC(t, dir, "spawn", spawnProg, false)
 	out := filepath.Join(dir, "out")
 	p := exec.Command(bin, out)
 	in, err := p.StdinPipe()
