@@ -308,6 +308,18 @@ func (b *Bucket) MarkDirty(i int64) {
 	}
 }
 
+// HasDirty reports whether any page is dirty (shim writes harvested
+// first, as DirtyPages does), without listing them.
+func (b *Bucket) HasDirty() bool {
+	if b.shimDirtyHint() {
+		b.mu.LockMeta()
+		b.mu.UnlockMeta()
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.ndirty > 0
+}
+
 // DirtyPages lists indices of dirty pages in ascending order.
 func (b *Bucket) DirtyPages() []int64 {
 	if b.shimDirtyHint() {

@@ -95,9 +95,10 @@ type Node struct {
 	mu    sync.Mutex
 	owned map[string]int64 // paths this node owns → the size last published (-1: none yet)
 	// handles holds a read handle on owned files (at most maxHandles),
-	// taken at the owner's close: a page request then needs no open,
-	// which would wait for a write-back of the file in progress
-	// (revalidation takes its backing lock).
+	// taken at the owner's close: a page request then needs no open of
+	// its own. (An open no longer waits for a write-back pass in
+	// progress: files.revalidate returns before the backing lock for a
+	// file with unwritten data.)
 	handles map[string]*files.Handle
 	conns   map[string]*grpc.ClientConn // to other members, by name
 }

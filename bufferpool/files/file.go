@@ -154,7 +154,11 @@ func (fs *FS) attach(fd int, writable bool) (f *file, stale bool, err error) {
 // revalidate drops cached pages when the backing file changed behind our
 // back (another node wrote it): close-to-open consistency.
 func (f *file) revalidate() (dropped bool) {
-	if f.fs.scratch {
+	// A file with data not yet written back is this node's newest copy
+	// (checked again below, under the lock): return before taking
+	// backingMu, which a write-back pass in progress holds for as long
+	// as backing_bandwidth throttles it.
+	if f.fs.scratch || f.unwritten() {
 		return false
 	}
 	f.lockBacking()
@@ -171,7 +175,7 @@ func (f *file) revalidate() (dropped bool) {
 	same := st.Size == f.seenSize && st.Mtim == f.seenMtime
 	dirty := f.mtimeDirty
 	f.stateMu.Unlock()
-	if same || dirty || len(f.bucket.DirtyPages()) > 0 {
+	if same || dirty || f.bucket.HasDirty() {
 		return false
 	}
 	if err := f.bucket.Truncate(0); err != nil {
@@ -752,7 +756,7 @@ func (f *file) writeBackPages(r wbReq) (deferred bool, err error) {
 		f.noteRecovered("%s was deleted: its failing write-back (%v, %d attempts) is moot")
 		return false, nil
 	}
-	if !f.dirtyLocked() {
+	if !f.unwritten() {
 		// Nothing of ours to write: leave the backing file (and what we
 		// know of it, for revalidate) alone; it may be another node's now.
 		if r.always && r.sync != syncNone {

@@ -651,3 +651,44 @@ func TestDirtyIdleFilesRetiredAfterWriteBack(t *testing.T) {
 		t.Fatalf("%d buckets cached after the write-back, bound is 3", n)
 	}
 }
+
+// TestOpenDuringThrottledWriteBack: the first open of an idle file whose
+// write-back pass is in progress (throttled by backing_bandwidth, holding
+// the file's backing lock for the whole pass) returns before the pass
+// ends: a file with data not yet written back is not revalidated against
+// the backing file, so the open does not wait for the lock.
+func TestOpenDuringThrottledWriteBack(t *testing.T) {
+	const bw = 256 << 10
+	fs := newTestFS(t, Writeback, 64*testPage, 64*testPage, func(o *Options) { o.BackingBandwidth = bw })
+	data := make([]byte, 16*testPage) // 1 MiB: about 3 s past the limiter's 1 s burst
+	rand.Read(data)
+	h := mustOpen(t, fs, "ckpt", os.O_RDWR|os.O_CREATE)
+	if _, err := h.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	h.Flush()
+	h.Release() // idle: the next open is a first open, which revalidates
+	synced := make(chan error, 1)
+	go func() { synced <- fs.Sync() }()
+	for fs.Stats().FlushedBytes == 0 {
+		select {
+		case err := <-synced:
+			t.Fatalf("the pass ended (%v) before the test could open during it", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	opened := make(chan *Handle, 1)
+	go func() { opened <- mustOpen(t, fs, "ckpt", os.O_RDONLY) }()
+	select {
+	case h := <-opened:
+		if got := readAll(t, h); !bytes.Equal(got, data) {
+			t.Errorf("read during the pass: %d bytes, differ from what was written", len(got))
+		}
+		h.Release()
+	case err := <-synced:
+		t.Fatalf("the open waited for the whole write-back pass (sync: %v)", err)
+	}
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -51,7 +51,7 @@ func (fs *FS) retireIfOver(f *file) {
 func (f *file) retire() {
 	f.lockBacking()
 	defer f.unlockBacking()
-	if f.dirtyLocked() {
+	if f.unwritten() {
 		return
 	}
 	fs := f.fs
@@ -72,14 +72,16 @@ func (f *file) retire() {
 	}
 }
 
-// dirtyLocked reports whether f has data or metadata not yet written back.
-// Called with backingMu held.
-func (f *file) dirtyLocked() bool {
+// unwritten reports whether f has data or metadata not yet written back.
+// Exact with backingMu held (no write-back pass runs); without it, what
+// was true a moment ago: a pass in progress has not marked its pages
+// clean yet.
+func (f *file) unwritten() bool {
 	if f.fs.scratch {
 		return true
 	}
 	f.stateMu.Lock()
 	md := f.mtimeDirty
 	f.stateMu.Unlock()
-	return md || len(f.bucket.DirtyPages()) > 0
+	return md || f.bucket.HasDirty()
 }

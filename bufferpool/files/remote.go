@@ -136,7 +136,7 @@ func (f *file) useRemote(v *RemoteView) (dropped bool) {
 	defer f.unlockBacking()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.bucket.DirtyPages()) > 0 {
+	if f.bucket.HasDirty() {
 		f.remote.view.Store(nil) // this node wrote it: its pages are the newest
 		return false
 	}
