@@ -241,6 +241,46 @@ func TestSharedNamespace(t *testing.T) {
 	}
 }
 
+// TestReadAgainDuringWriteBack: a file n1 owns is read on n2, then read
+// again on n2 while n1's write-back has changed the backing file (part
+// of it written): the second read is whole. The backing store is not the
+// truth while n1 owns the file; n2 dropped its pages and took the
+// backing file's partial size at the reopen, and cat on a real mount
+// read a short file (TestClusterSharedNamespace's rank.5 in CI).
+func TestReadAgainDuringWriteBack(t *testing.T) {
+	backing := t.TempDir()
+	ns := startNodes(t, backing, 2, 64<<10) // 64 KiB/s: a page a second
+	data := make([]byte, 6*testPage+99)
+	for i := range data {
+		data[i] = byte(rand.Uint32())
+	}
+	write(t, ns[0].fs, "ckpt", data)
+	got, err := read(ns[1].fs, "ckpt")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("n2's first read: %d bytes, %v; want the %d n1 wrote", len(got), err, len(data))
+	}
+	first, _ := os.Stat(filepath.Join(backing, "ckpt"))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := os.Stat(filepath.Join(backing, "ckpt"))
+		if err == nil && st.Size() != first.Size() && st.Size() < int64(len(data)) {
+			t.Logf("backing file %d bytes at the first read, %d now", first.Size(), st.Size())
+			break
+		}
+		if err == nil && st.Size() >= int64(len(data)) || time.Now().After(deadline) {
+			t.Fatalf("the backing file went from %d to %v bytes (%v) without a partial state to read against", first.Size(), st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	got, err = read(ns[1].fs, "ckpt")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("n2's read during n1's write-back: %d bytes, %v; want the %d n1 wrote", len(got), err, len(data))
+	}
+	if st, err := ns[1].fs.Lstat("ckpt"); err != nil || st.Size != int64(len(data)) {
+		t.Fatalf("n2's stat during n1's write-back: size %d, %v; want %d", st.Size, err, len(data))
+	}
+}
+
 // TestOwnerGone: reads of a file whose owner is gone without writing it
 // back fail with EIO; once its lease is gone the backing file is read.
 func TestOwnerGone(t *testing.T) {

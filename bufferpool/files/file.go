@@ -75,8 +75,12 @@ type file struct {
 // ownership of fd), with one reference for the caller. stale reports that
 // the backing file may have changed behind the pool's back (cached pages
 // were dropped, or the file object is new): a door must drop its own
-// caches of the file too.
-func (fs *FS) attach(fd int, writable bool) (f *file, stale bool, err error) {
+// caches of the file too. view is what the cluster's shared namespace
+// said of the file at this open (remote.go): while another node owns it,
+// the backing store is not the truth (the owner's write-back changes it
+// under us, a page at a time) and the first open does not revalidate
+// against it; useRemote settles the pages and the size instead.
+func (fs *FS) attach(fd int, writable bool, view *RemoteView) (f *file, stale bool, err error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
@@ -145,7 +149,7 @@ func (fs *FS) attach(fd int, writable bool) (f *file, stale bool, err error) {
 		}
 	}
 	unix.Close(fd)
-	if first {
+	if first && view == nil {
 		stale = f.revalidate()
 	}
 	return f, stale, nil

@@ -28,7 +28,7 @@ func (fs *FS) Open(p string, flags int, mode uint32, c Cred) (*Handle, unix.Stat
 		unix.Close(fd)
 		return nil, unix.Stat_t{}, pathErr("open", p, err)
 	}
-	f, stale, err := fs.attach(fd, writable)
+	f, stale, err := fs.attach(fd, writable, view)
 	if err != nil {
 		return nil, unix.Stat_t{}, pathErr("open", p, err)
 	}

@@ -409,7 +409,7 @@ func (fs *FS) fileAt(e at) (*file, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, _, err := fs.attach(fd, true)
+	f, _, err := fs.attach(fd, true, nil)
 	return f, err
 }
 
