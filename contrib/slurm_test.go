@@ -157,20 +157,23 @@ func TestSlurmPrologEpilog(t *testing.T) {
 }
 
 // TestSlurmEpilogBounded: the epilog waits at most IOWARP_DRAIN_WAIT
-// seconds; past it (4 MiB dirty on a 1 MiB/s backing store, 1 s) it
+// seconds; past it (3 MiB dirty on a 256 KiB/s backing store, 1 s) it
 // exits 1 and says how much is not written back, leaving the daemon to
 // finish; a later epilog with time to wait completes the job.
 func TestSlurmEpilogBounded(t *testing.T) {
 	u := newTestUser(t)
 	u.grantFuse(t)
-	j := newSlurmJob(t, u, fmt.Sprint(5000+os.Getpid()%1000), "backing_bandwidth: 1MiB\n")
+	// 12 s of write-back: the epilog's stat after its 1 s wait must find the
+	// daemon still draining (with 4 s, at load 16, the daemon had finished
+	// before the stat ran and the epilog could not say what was left).
+	j := newSlurmJob(t, u, fmt.Sprint(5000+os.Getpid()%1000), "backing_bandwidth: 256KiB\n")
 	if code, out := j.script(t, j.prolog); code != 0 {
 		t.Fatalf("prolog exit %d:\n%s", code, out)
 	}
-	j.asUser(t, fmt.Sprintf("head -c 4194304 /dev/zero > %s/big.dat", j.mnt))
+	j.asUser(t, fmt.Sprintf("head -c 3145728 /dev/zero > %s/big.dat", j.mnt))
 	code, out := j.script(t, j.epilog, "IOWARP_DRAIN_WAIT=1")
 	if code != 1 {
-		t.Fatalf("epilog with 1s to drain 4 MiB at 1 MiB/s: exit %d, want 1:\n%s", code, out)
+		t.Fatalf("epilog with 1s to drain 3 MiB at 256 KiB/s: exit %d, want 1:\n%s", code, out)
 	}
 	for _, want := range []string{"NOT written back after 1s", "dirty"} {
 		if !strings.Contains(out, want) {
@@ -184,7 +187,7 @@ func TestSlurmEpilogBounded(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("second epilog: exit %d:\n%s", code, out)
 	}
-	if st, err := os.Stat(filepath.Join(j.work, "big.dat")); err != nil || st.Size() != 4<<20 {
+	if st, err := os.Stat(filepath.Join(j.work, "big.dat")); err != nil || st.Size() != 3<<20 {
 		t.Errorf("big.dat on the backing store: %v", err)
 	}
 }
