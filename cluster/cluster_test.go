@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,7 @@ type nodeOpts struct {
 	// peers of one another (0: one).
 	etcdMembers int
 	organizer   Organizer
+	ttl         time.Duration // 0: 2s
 }
 
 // startNodesWith starts n nodes; the embedded etcd members start
@@ -71,7 +73,7 @@ func startNodesWith(t testing.TB, backing string, n int, o nodeOpts) []*testNode
 	errs := make([]error, n)
 	start := func(i int) {
 		cfg := Config{Cluster: "t", Node: fmt.Sprintf("n%d", i+1), Listen: freeAddr(t), Endpoints: clients,
-			TTL: 2 * time.Second, SharedNamespace: true, Organizer: o.organizer}
+			TTL: cmp.Or(o.ttl, 2*time.Second), SharedNamespace: true, Organizer: o.organizer}
 		if i < members {
 			cfg.Embed = &Embed{Name: cfg.Node, Peers: peers, Client: clients[i], Dir: filepath.Join(t.TempDir(), "etcd")}
 		}
