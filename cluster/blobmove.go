@@ -46,6 +46,9 @@ import (
 // it read the key before the switch and asks after the delete, gets
 // NotFound and reads the map once more (getBlob).
 //
+// Reading a blob to send it counts as a use, so a blob whose move failed
+// is tried again only after colder ones.
+//
 // The target is the member with the most room below the High watermark
 // (from the member records, less what this pass sent it); a blob no
 // member has room for stays. Blobs larger than a gRPC frame (maxPage)
@@ -121,7 +124,7 @@ func (n *Node) logPass(r BlobMoves, err error) {
 	if err != nil && n.ctx.Err() == nil {
 		logrus.Warnf("cluster %s: blob organizer: %v", n.cfg.Cluster, err)
 	}
-	if r.Moved+r.Dropped+r.Failed+r.NoRoom > 0 {
+	if r.Moved+r.Dropped+r.Failed > 0 { // not NoRoom alone: a full cluster would log it every pass
 		logrus.Infof("cluster %s: blob organizer moved %d blobs (%d bytes) in %v, dropped %d unnamed copies, %d failed, %d found no room; use %d -> %d of %d",
 			n.cfg.Cluster, r.Moved, r.MovedBytes, r.Took.Round(time.Millisecond), r.Dropped, r.Failed, r.NoRoom, r.UsedBefore, r.UsedAfter, r.Capacity)
 	}
@@ -183,11 +186,15 @@ func (n *Node) OrganizeBlobs(ctx context.Context) (BlobMoves, error) {
 		return r, nil
 	}
 	need := r.UsedBefore - int64(o.low()*float64(r.Capacity)) + 1 // to below Low
+	cold := n.coldBlobs()
+	if len(cold) == 0 {
+		return r, nil // full of file pages: the pool's own organizer's business
+	}
 	rooms, err := n.rooms(ctx)
 	if err != nil {
 		return r, err
 	}
-	for _, c := range n.coldBlobs() {
+	for _, c := range cold {
 		if need <= 0 || ctx.Err() != nil || r.Moved+r.Failed >= maxMoves {
 			break
 		}
