@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // fillBlobs puts count random blobs of size bytes on tn; all must stay
@@ -213,5 +215,58 @@ func TestGetRacingMove(t *testing.T) {
 	}
 	if len(asked) != 2 || asked[0] != "n1" || asked[1] != "n2" {
 		t.Errorf("asked %v, want n1 (the old holder) then n2", asked)
+	}
+}
+
+// TestMoveComparesRevision: a move whose revision is no longer the key's
+// (the blob was put again meanwhile) is refused by the target, which
+// keeps neither the bytes nor the key.
+func TestMoveComparesRevision(t *testing.T) {
+	ns := startNodes(t, t.TempDir(), 2, 0)
+	ctx := context.Background()
+	fillBlobs(t, ns[0], 1, 4096)
+	_, rev, err := lookupBlob(ctx, ns[0].node.cli, ns[0].node.cfg, "ckpt", blobName(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := []byte("put again on n1")
+	if err := ns[0].node.putLocal(ctx, "ckpt", blobName(0), again); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := ns[0].node.conn(ctx, "n2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := blobHeader{Bucket: "ckpt", Blob: blobName(0), MoveRev: rev}
+	_, err = call(ctx, conn, "BlobPut", rawFrame(encodeBlob(h, []byte("stale bytes"))))
+	if status.Code(err) != codes.Aborted {
+		t.Fatalf("move at an old revision: %v, want Aborted", err)
+	}
+	if holder(t, ns[0], 0) != "n1" || inPool(ns[1], 0) {
+		t.Errorf("after the refused move: map names %s, n2 holds a copy: %v", holder(t, ns[0], 0), inPool(ns[1], 0))
+	}
+	if got, err := ns[1].node.Get(ctx, "ckpt", blobName(0)); err != nil || !bytes.Equal(got, again) {
+		t.Errorf("get: %q, %v; want the second put's bytes", got, err)
+	}
+}
+
+// TestOrganizerNoRoom: when no member has room below its high watermark,
+// a full node keeps its blobs.
+func TestOrganizerNoRoom(t *testing.T) {
+	ns := startNodes(t, t.TempDir(), 2, 0)
+	ctx := context.Background()
+	fillBlobs(t, ns[1], 15, 256<<10)
+	blobs := fillBlobs(t, ns[0], 15, 256<<10)     // the same names: n2's copies are no longer named
+	if err := ns[1].node.register(); err != nil { // n2's record shows it full
+		t.Fatal(err)
+	}
+	r, err := ns[0].node.OrganizeBlobs(ctx)
+	if err != nil || r.Moved != 0 || r.NoRoom == 0 || r.UsedAfter != r.UsedBefore {
+		t.Fatalf("pass %+v, %v: want nothing moved, no room", r, err)
+	}
+	for i := range blobs {
+		if got, err := ns[1].node.Get(ctx, "ckpt", blobName(i)); err != nil || !bytes.Equal(got, blobs[i]) {
+			t.Errorf("get %s: %d bytes, %v", blobName(i), len(got), err)
+		}
 	}
 }
