@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -21,8 +22,9 @@ import (
 // every TTL/3). The placement map in etcd, /iowarp/<cluster>/blobs/<bucket>/<blob>,
 // names the node holding each blob, on that node's lease: a blob goes
 // with its node. Get from any node reads the map and asks the holder.
-// In the pools the buckets are named "cluster:<bucket>". Not done: the
-// organizer moving cold blobs off a full node, replicas.
+// In the pools the buckets are named "cluster:<bucket>". A node whose
+// tiers are full moves its coldest blobs to other members (blobmove.go).
+// Not done: replicas.
 
 // ErrNoRoom: no member has room for the blob.
 var ErrNoRoom = errors.New("cluster: no member has room")
@@ -37,6 +39,9 @@ type blobHeader struct {
 	Bucket string `json:"bucket"`
 	Blob   string `json:"blob"`
 	Place  bool   `json:"place"` // put: this node decides where (local first), else here
+	// MoveRev > 0: a move (blobmove.go): put here only while the
+	// placement key is still at this mod revision, and switch it here.
+	MoveRev int64 `json:"move_rev,omitempty"`
 }
 
 func encodeBlob(h blobHeader, data []byte) []byte {
@@ -60,6 +65,9 @@ func decodeBlob(b []byte) (blobHeader, []byte, error) {
 	}
 	if h.Bucket == "" || h.Blob == "" {
 		return h, nil, status.Error(codes.InvalidArgument, "blob frame without bucket or blob name")
+	}
+	if h.MoveRev < 0 || h.MoveRev > 0 && h.Place {
+		return h, nil, status.Errorf(codes.InvalidArgument, "blob frame with move_rev %d (place %v)", h.MoveRev, h.Place)
 	}
 	return h, b[4+n:], nil
 }
@@ -117,43 +125,87 @@ func (n *Node) putLocal(ctx context.Context, bucket, blob string, data []byte) e
 	if err != nil {
 		return err
 	}
+	key := n.cfg.blobKey(bucket, blob)
+	unlock, err := n.blobLocks.lock(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := b.Put(blob, data); err != nil {
 		return err
 	}
-	_, err = n.cli.Put(ctx, n.cfg.blobKey(bucket, blob), n.cfg.Node, clientv3.WithLease(n.leaseID()))
+	_, err = n.cli.Put(ctx, key, n.cfg.Node, clientv3.WithLease(n.leaseID()))
 	return err
 }
 
 // Get reads a blob from whichever node holds it.
 func (n *Node) Get(ctx context.Context, bucket, blob string) ([]byte, error) {
-	return GetBlob(ctx, n.cli, n.cfg.Cluster, bucket, blob)
+	return getBlob(ctx, n.cli, n.cfg, bucket, blob, n.conn)
 }
 
 // GetBlob looks blob up in the placement map and asks its holder.
 func GetBlob(ctx context.Context, cli *clientv3.Client, cluster, bucket, blob string) ([]byte, error) {
 	cfg := Config{Cluster: cluster}
+	var conns []*grpc.ClientConn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	return getBlob(ctx, cli, cfg, bucket, blob, func(ctx context.Context, name string) (*grpc.ClientConn, error) {
+		m, err := lookupMember(ctx, cli, cfg, name)
+		if err != nil {
+			return nil, err
+		}
+		c, err := dial(m.Addr)
+		if err == nil {
+			conns = append(conns, c)
+		}
+		return c, err
+	})
+}
+
+// getBlob asks the holder the map names. A holder that answers NotFound
+// may have moved the blob (blobmove.go: the map names the new holder
+// before the old one deletes its copy), so the map is read once more
+// and, if the key changed, the new holder asked.
+func getBlob(ctx context.Context, cli *clientv3.Client, cfg Config, bucket, blob string,
+	conn func(context.Context, string) (*grpc.ClientConn, error)) ([]byte, error) {
+	var seen int64
+	for {
+		holder, rev, err := lookupBlob(ctx, cli, cfg, bucket, blob)
+		if err != nil {
+			return nil, err
+		}
+		if rev == seen {
+			return nil, fmt.Errorf("blob %s/%s: its holder %s lacks it: %w", bucket, blob, holder, bufferpool.ErrNotFound)
+		}
+		c, err := conn(ctx, holder)
+		if err != nil {
+			return nil, fmt.Errorf("blob %s/%s: holder %s: %w", bucket, blob, holder, err)
+		}
+		data, err := call(ctx, c, "BlobGet", rawFrame(encodeBlob(blobHeader{Bucket: bucket, Blob: blob}, nil)))
+		if status.Code(err) != codes.NotFound || seen != 0 {
+			if err != nil {
+				return nil, fmt.Errorf("blob %s/%s from %s: %w", bucket, blob, holder, err)
+			}
+			return data, nil
+		}
+		seen = rev
+	}
+}
+
+// lookupBlob reads the placement key: the holder and the key's mod
+// revision.
+func lookupBlob(ctx context.Context, cli *clientv3.Client, cfg Config, bucket, blob string) (holder string, rev int64, err error) {
 	resp, err := cli.Get(ctx, cfg.blobKey(bucket, blob))
 	if err != nil {
-		return nil, err
+		return "", 0, fmt.Errorf("blob %s/%s: placement map: %w", bucket, blob, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return nil, fmt.Errorf("blob %s/%s: %w", bucket, blob, bufferpool.ErrNotFound)
+		return "", 0, fmt.Errorf("blob %s/%s: %w", bucket, blob, bufferpool.ErrNotFound)
 	}
-	holder := string(resp.Kvs[0].Value)
-	mr, err := cli.Get(ctx, cfg.prefix()+"members/"+holder)
-	if err != nil || len(mr.Kvs) == 0 {
-		return nil, fmt.Errorf("blob %s/%s: holder %s is gone (%v)", bucket, blob, holder, err)
-	}
-	var m Member
-	if err := json.Unmarshal(mr.Kvs[0].Value, &m); err != nil {
-		return nil, err
-	}
-	conn, err := dial(m.Addr)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	return call(ctx, conn, "BlobGet", rawFrame(encodeBlob(blobHeader{Bucket: bucket, Blob: blob}, nil)))
+	return string(resp.Kvs[0].Value), resp.Kvs[0].ModRevision, nil
 }
 
 // PutBlob asks the daemon at addr to place a blob (local first, spill).
@@ -181,6 +233,9 @@ func (n *Node) serveBlobPut(ctx context.Context, b []byte) ([]byte, error) {
 			return nil, status.Errorf(codes.ResourceExhausted, "%v", err)
 		}
 		return []byte(node), nil
+	}
+	if h.MoveRev > 0 {
+		return []byte(n.cfg.Node), n.acceptMove(ctx, h, data)
 	}
 	if err := n.putLocal(ctx, h.Bucket, h.Blob, data); err != nil {
 		return nil, status.Errorf(codes.ResourceExhausted, "%v", err)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,9 +10,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/server/v3/embed"
 	"golang.org/x/sys/unix"
 
 	"github.com/iowarp/iowarp/bufferpool"
@@ -48,42 +51,89 @@ func startNodes(t testing.TB, backing string, n int, bandwidth int64) []*testNod
 type nodeOpts struct {
 	bandwidth, page, ram int64
 	remote               *bool // nil: shared namespace on
+	// etcdMembers: the first this many nodes embed an etcd member each,
+	// peers of one another (0: one).
+	etcdMembers int
+	organizer   Organizer
+	ttl         time.Duration // 0: 2s
 }
 
+// startNodesWith starts n nodes; the embedded etcd members start
+// together (each waits for a quorum of its peers), then the others.
 func startNodesWith(t testing.TB, backing string, n int, o nodeOpts) []*testNode {
 	t.Helper()
-	peer, client := "http://"+freeAddr(t), "http://"+freeAddr(t)
-	var out []*testNode
-	for i := range n {
-		pool, err := bufferpool.New(bufferpool.Config{Tiers: []bufferpool.TierConfig{{Name: "ram", Kind: bufferpool.KindRAM, Capacity: o.ram}}, OrganizerInterval: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fsys, err := files.New(pool, files.Options{Backing: backing, PageSize: o.page, BackingBandwidth: o.bandwidth, DrainTimeout: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := Config{Cluster: "t", Node: fmt.Sprintf("n%d", i+1), Listen: freeAddr(t), Endpoints: []string{client},
-			TTL: 2 * time.Second, SharedNamespace: true}
-		if i == 0 {
-			cfg.Embed = &Embed{Name: "n1", Peers: []string{"n1=" + peer}, Client: client, Dir: filepath.Join(t.TempDir(), "etcd")}
-		}
-		node, err := Start(cfg, Local{FS: fsys, Pool: pool.Stats, Blobs: pool})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if o.remote == nil || *o.remote {
-			fsys.SetRemote(node)
-		}
-		tn := &testNode{fs: fsys, pool: pool, node: node}
-		out = append(out, tn)
+	members := min(n, max(1, o.etcdMembers))
+	var peers, clients []string
+	for i := range members {
+		peers = append(peers, fmt.Sprintf("n%d=http://%s", i+1, freeAddr(t)))
+		clients = append(clients, "http://"+freeAddr(t))
 	}
-	t.Cleanup(func() {
-		for i := len(out) - 1; i >= 0; i-- { // the etcd member last
-			out[i].close()
+	out := make([]*testNode, n)
+	t.Cleanup(func() { closeAll(out) })
+	errs := make([]error, n)
+	start := func(i int) {
+		cfg := Config{Cluster: "t", Node: fmt.Sprintf("n%d", i+1), Listen: freeAddr(t), Endpoints: clients,
+			TTL: cmp.Or(o.ttl, 2*time.Second), SharedNamespace: true, Organizer: o.organizer}
+		if i < members {
+			cfg.Embed = &Embed{Name: cfg.Node, Peers: peers, Client: clients[i], Dir: filepath.Join(t.TempDir(), "etcd")}
 		}
-	})
+		out[i], errs[i] = startNode(backing, cfg, o)
+	}
+	var wg sync.WaitGroup
+	for i := range members {
+		wg.Go(func() { start(i) })
+	}
+	wg.Wait()
+	for i := members; i < n; i++ {
+		start(i)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d: %v", i+1, err)
+		}
+	}
 	return out
+}
+
+// startNode starts one node: a pool, a file layer and the cluster node.
+func startNode(backing string, cfg Config, o nodeOpts) (*testNode, error) {
+	pool, err := bufferpool.New(bufferpool.Config{Tiers: []bufferpool.TierConfig{{Name: "ram", Kind: bufferpool.KindRAM, Capacity: o.ram}}, OrganizerInterval: -1})
+	if err != nil {
+		return nil, err
+	}
+	fsys, err := files.New(pool, files.Options{Backing: backing, PageSize: o.page, BackingBandwidth: o.bandwidth, DrainTimeout: -1})
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	node, err := Start(cfg, Local{FS: fsys, Pool: pool.Stats, Blobs: pool})
+	if err != nil {
+		fsys.Close()
+		pool.Close()
+		return nil, err
+	}
+	if o.remote == nil || *o.remote {
+		fsys.SetRemote(node)
+	}
+	return &testNode{fs: fsys, pool: pool, node: node}, nil
+}
+
+// closeAll closes the daemons, last first, and then their etcd members,
+// so that etcd keeps its quorum while the daemons leave.
+func closeAll(ns []*testNode) {
+	var members []*embed.Etcd
+	for i := len(ns) - 1; i >= 0; i-- {
+		if tn := ns[i]; tn != nil && tn.node != nil {
+			if tn.node.etcd != nil {
+				members = append(members, tn.node.etcd)
+				tn.node.etcd = nil
+			}
+			tn.close()
+		}
+	}
+	for _, e := range members {
+		e.Close()
+	}
 }
 
 func (tn *testNode) close() {

@@ -48,7 +48,16 @@
 // Node.Put places a blob on this node while its tiers have room, else on
 // the member with the most room; /iowarp/<cluster>/blobs/<bucket>/<blob>
 // names the holder on its lease, and Get on any node asks the holder
-// (blobs.go).
+// (blobs.go). The blob organizer (Config.Organizer, blobmove.go) moves
+// the least recently used blobs of a node whose tiers are above the high
+// watermark to the members with the most room, until it is below the
+// low one: the target puts the blob and switches the key to itself in
+// one transaction compared on the key's mod revision, then the old
+// holder deletes its copy. A copy is deleted only when the map does not
+// name it, so a failed move leaves the blob where it was (or an unnamed
+// copy, deleted by a later pass); a Get that asks the old holder after
+// its delete reads the map once more and asks the new one. A blob goes
+// with its node (no replicas).
 //
 // # gRPC
 //
@@ -61,7 +70,11 @@
 // # Locks
 //
 // Node.mu guards the set of owned paths and the connections; it is a
-// leaf (no etcd or gRPC call is made while holding it). The file layer
+// leaf (no etcd or gRPC call is made while holding it). Node.blobLocks
+// holds one lock per placement key across the pool change and the etcd
+// write that go together (a put, a move out, a move in); a move out
+// holds it while the target takes its own lock of the same key, which
+// cannot cycle: only the node the map names moves a blob. The file layer
 // calls Open, Stat, ReadPage and Closed holding none of its locks except
 // file.mu shared (ReadPage, from a read), which an owner's ReadPage
 // never needs on the asking node.

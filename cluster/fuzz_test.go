@@ -14,6 +14,7 @@ func FuzzServe(f *testing.F) {
 	f.Add([]byte(`{"path":"a"`))
 	f.Add([]byte{})
 	f.Add(encodeBlob(blobHeader{Bucket: "b", Blob: "x", Place: true}, []byte("data")))
+	f.Add(encodeBlob(blobHeader{Bucket: "b", Blob: "x", MoveRev: 7}, []byte("data")))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, '{'})
 	n := &Node{cfg: Config{Node: "n1"}, owned: map[string]int64{}}
 	f.Fuzz(func(t *testing.T, b []byte) {

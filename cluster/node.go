@@ -36,6 +36,9 @@ type Config struct {
 	// SharedNamespace: serve files.Remote (see the package doc).
 	SharedNamespace bool
 	Mount           string // shown by Members
+	// Organizer moves cold CTE blobs off this node when its tiers are
+	// full (blobmove.go).
+	Organizer Organizer
 }
 
 // Embed configures the embedded etcd member.
@@ -101,6 +104,10 @@ type Node struct {
 	// file with unwritten data.)
 	handles map[string]*files.Handle
 	conns   map[string]*grpc.ClientConn // to other members, by name
+
+	// blobLocks serializes, per placement key, the changes this node
+	// makes to a blob and its key (blobmove.go).
+	blobLocks keyLocks
 }
 
 // ownerRecord is an owner key's value (and its revision).
@@ -159,6 +166,10 @@ func (n *Node) open() error {
 	}
 	n.wg.Add(1)
 	go n.refresh()
+	if n.cfg.Organizer.Interval > 0 && n.local.Blobs != nil {
+		n.wg.Add(1)
+		go n.organize()
+	}
 	logrus.Infof("cluster %s: node %s serves on %s (etcd %v, ttl %v)", n.cfg.Cluster, n.cfg.Node, n.cfg.Listen, n.cfg.Endpoints, n.cfg.TTL)
 	return nil
 }
@@ -423,16 +434,9 @@ func (n *Node) conn(ctx context.Context, name string) (*grpc.ClientConn, error) 
 	if c != nil {
 		return c, nil
 	}
-	resp, err := n.cli.Get(ctx, n.cfg.prefix()+"members/"+name)
+	m, err := lookupMember(ctx, n.cli, n.cfg, name)
 	if err != nil {
 		return nil, err
-	}
-	if len(resp.Kvs) == 0 {
-		return nil, fmt.Errorf("node %s is not a member (gone: its lease expired)", name)
-	}
-	var m Member
-	if err := json.Unmarshal(resp.Kvs[0].Value, &m); err != nil {
-		return nil, fmt.Errorf("member %s: %w", name, err)
 	}
 	c, err = dial(m.Addr)
 	if err != nil {
@@ -447,6 +451,22 @@ func (n *Node) conn(ctx context.Context, name string) (*grpc.ClientConn, error) 
 	}
 	n.mu.Unlock()
 	return c, nil
+}
+
+// lookupMember reads member name's key.
+func lookupMember(ctx context.Context, cli *clientv3.Client, cfg Config, name string) (Member, error) {
+	var m Member
+	resp, err := cli.Get(ctx, cfg.prefix()+"members/"+name)
+	if err != nil {
+		return m, fmt.Errorf("member %s: %w", name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return m, fmt.Errorf("node %s is not a member (gone: its lease expired)", name)
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, &m); err != nil {
+		return m, fmt.Errorf("member %s: %w", name, err)
+	}
+	return m, nil
 }
 
 // window is the HTTP/2 flow-control window of a stream: a few pages, so

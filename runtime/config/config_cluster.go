@@ -26,6 +26,17 @@ type Cluster struct {
 	// SharedNamespace: a file written on one node is readable on the
 	// others before its write-back (pages fetched from the owner).
 	SharedNamespace bool
+	// Organizer moves cold CTE blobs off this node when its tiers are
+	// full (cluster.Organizer).
+	Organizer ClusterOrganizer
+}
+
+// ClusterOrganizer is `cluster.organizer`.
+type ClusterOrganizer struct {
+	Interval time.Duration // between passes; negative: off
+	// A pass starts above HighWatermark of the tiers' capacity in use and
+	// moves blobs until use is below LowWatermark.
+	HighWatermark, LowWatermark float64
 }
 
 // EmbedEtcd runs an etcd member inside the daemon (Name != "").
@@ -82,6 +93,16 @@ func (d *decoder) cluster(n *yaml.Node, key string) error {
 		"embed":            d.embed,
 		"ttl":              d.duration(&c.TTL, false),
 		"shared_namespace": d.boolean(&c.SharedNamespace),
+		"organizer":        d.clusterOrganizer,
+	})
+}
+
+func (d *decoder) clusterOrganizer(n *yaml.Node, key string) error {
+	o := &d.c.Cluster.Organizer
+	return d.mapping(n, key, map[string]field{
+		"interval":       d.duration(&o.Interval, true),
+		"high_watermark": d.float(&o.HighWatermark, 0.01, 1),
+		"low_watermark":  d.float(&o.LowWatermark, 0, 1),
 	})
 }
 
@@ -142,6 +163,9 @@ func (c *Config) validateCluster() error {
 	}
 	if k.TTL < minClusterTTL {
 		return c.errorf("cluster.ttl", "%v is shorter than %v, the shortest lease etcd grants", k.TTL, minClusterTTL)
+	}
+	if o := k.Organizer; o.LowWatermark >= o.HighWatermark {
+		return c.errorf("cluster.organizer.low_watermark", "%g must be below high_watermark %g", o.LowWatermark, o.HighWatermark)
 	}
 	if len(k.Etcd) == 0 && k.Embed.Name == "" {
 		return c.errorf("cluster.etcd", "a cluster needs etcd endpoints or an embedded member (cluster.embed.name)")

@@ -28,6 +28,16 @@ func TestClusterKeys(t *testing.T) {
 	if d.Cluster.Enabled() || d.Cluster.TTL != 10*time.Second {
 		t.Errorf("default cluster block %+v: want off, ttl 10s", d.Cluster)
 	}
+	if o := d.Cluster.Organizer; o.Interval != 5*time.Second || o.HighWatermark != 0.9 || o.LowWatermark != 0.7 {
+		t.Errorf("default cluster.organizer %+v: want every 5s, 0.9 to 0.7", o)
+	}
+	c, err = Parse("c.yaml", []byte(ok+"  organizer:\n    interval: off\n    high_watermark: 0.5\n    low_watermark: 0\n"))
+	if err == nil {
+		err = c.Validate()
+	}
+	if o := c.Cluster.Organizer; err != nil || o.Interval >= 0 || o.HighWatermark != 0.5 || o.LowWatermark != 0 {
+		t.Errorf("cluster.organizer off, 0.5 to 0: %+v, %v", o, err)
+	}
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"no listen", "cluster:\n  name: j\n  etcd: [http://h:2379]\n", "cluster.listen:"},
 		{"no etcd", "cluster:\n  name: j\n  listen: h:1\n", "cluster.etcd:"},
@@ -39,6 +49,8 @@ func TestClusterKeys(t *testing.T) {
 		{"relative dir", "cluster:\n  name: j\n  listen: h:1\n  embed:\n    name: n1\n    peers: [n1=http://h:2380]\n    dir: d\n", "cluster.embed.dir:"},
 		{"shared without cluster", "cluster:\n  shared_namespace: true\n", "cluster.shared_namespace:"},
 		{"unknown key", "cluster:\n  nmae: j\n", "cluster.nmae: unknown key"},
+		{"crossed organizer watermarks", "cluster:\n  name: j\n  listen: h:1\n  etcd: [http://h:2379]\n  organizer: {high_watermark: 0.5, low_watermark: 0.6}\n", "cluster.organizer.low_watermark:"},
+		{"organizer interval", "cluster:\n  organizer: {interval: soon}\n", "cluster.organizer.interval:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse("c.yaml", []byte(base+tc.yaml))
