@@ -230,8 +230,11 @@ func TestSlurmClusterJob(t *testing.T) {
 		t.Cleanup(func() { detach(n.mnt) })
 		nodes = append(nodes, n)
 	}
+	start := time.Now()
 	codes, outs := j.onNodes(nodes, j.prolog)
+	t.Logf("4 prologs in %v", time.Since(start).Round(time.Millisecond))
 	for i, n := range nodes {
+		t.Logf("prolog on %s:\n%s", n.name, outs[i])
 		if codes[i] != 0 {
 			t.Fatalf("prolog on %s: exit %d:\n%s", n.name, codes[i], outs[i])
 		}
@@ -271,8 +274,11 @@ func TestSlurmClusterJob(t *testing.T) {
 		t.Errorf("ckpt.dat read on node01: %s", got)
 	}
 
+	start = time.Now()
 	codes, outs = j.onNodes(nodes, j.epilog, "SLURM_SCRIPT_CONTEXT=epilog_slurmd", "IOWARP_DRAIN_WAIT=120")
+	t.Logf("4 epilogs in %v", time.Since(start).Round(time.Millisecond))
 	for i, n := range nodes {
+		t.Logf("epilog on %s:\n%s", n.name, outs[i])
 		if codes[i] != 0 || !strings.Contains(outs[i], "drained in") {
 			t.Errorf("epilog on %s: exit %d:\n%s", n.name, codes[i], outs[i])
 		}
@@ -336,7 +342,6 @@ func (j *slurmJob) clusterStatus(t *testing.T, cfg string) (st struct {
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("cluster status --json: %v: %s", err, out)
 	}
-	t.Logf("cluster status: %s", out)
 	return st
 }
 
