@@ -353,3 +353,36 @@ func sha256sumOf(t *testing.T, p string) string {
 	}
 	return string(out)
 }
+
+// TestSlurmClusterPrologErrors: a bad IOWARP_CLUSTER, and a cluster job
+// on a node that is not in its node list, fail the prolog (exit 1,
+// saying why) before a daemon starts; the mount point is not left.
+func TestSlurmClusterPrologErrors(t *testing.T) {
+	u := newTestUser(t)
+	j := newSlurmJob(t, u, fmt.Sprint(8000+os.Getpid()%1000), "")
+	cl := "IOWARP_SLURM_CLUSTER=" + inTree(t, prefix+"/libexec/iowarp/iowarp-slurm-cluster")
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"bad switch", []string{"IOWARP_CLUSTER=yes"}, "IOWARP_CLUSTER='yes' is not 0, 1 or job"},
+		{"node not in the list", []string{"IOWARP_CLUSTER=1", cl, "SLURM_JOB_NODELIST=node[01-03,07]", "SLURMD_NODENAME=node05"},
+			"this node (node05) is not in the job's node list"},
+		{"bad node list", []string{"IOWARP_CLUSTER=1", cl, "SLURM_JOB_NODELIST=node[01-", "SLURMD_NODENAME=node01"},
+			"node[01-"}, // the expander's error, or scontrol's where it is installed
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := j.script(t, j.prolog, tc.env...)
+			if code != 1 || !strings.Contains(out, tc.want) {
+				t.Errorf("prolog: exit %d, want 1 with %q:\n%s", code, tc.want, out)
+			}
+			if mountEntry(t, j.mnt) != "" {
+				t.Errorf("%s mounted", j.mnt)
+			}
+			if _, err := os.Stat(j.mnt); err == nil {
+				t.Errorf("%s left", j.mnt)
+			}
+		})
+	}
+}
