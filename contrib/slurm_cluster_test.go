@@ -133,7 +133,7 @@ func TestSlurmClusterConfig(t *testing.T) {
 	wantPeers := []string{"node01=http://10.9.0.1:7072", "node02=http://10.9.0.2:7072", "node03=http://10.9.0.3:7072"}
 	for i, node := range fakeNodes {
 		k := nodeConfig(t, env, node).Cluster
-		if k.Name != "test-job4711" || !k.SharedNamespace || k.TTL != 4*time.Second || !slices.Equal(k.Etcd, wantEtcd) ||
+		if k.Name != "test-job4711" || k.Node != node || !k.SharedNamespace || k.TTL != 4*time.Second || !slices.Equal(k.Etcd, wantEtcd) ||
 			k.Listen != fmt.Sprintf("10.9.0.%d:7070", i+1) {
 			t.Errorf("%s: cluster %+v", node, k)
 		}
@@ -252,10 +252,15 @@ func TestSlurmClusterJob(t *testing.T) {
 	if len(st.Members) != 4 || len(st.Etcd) != 3 {
 		t.Fatalf("cluster status: %d members, %d etcd endpoints, want 4 and 3: %+v", len(st.Members), len(st.Etcd), st)
 	}
+	var names []string
 	for _, m := range st.Members {
+		names = append(names, m.Name)
 		if !m.Healthy {
 			t.Errorf("member %s unhealthy: %s", m.Name, m.Error)
 		}
+	}
+	if !slices.Equal(names, fakeNodes) {
+		t.Errorf("members %v, want the node names %v", names, fakeNodes)
 	}
 	for _, e := range st.Etcd {
 		if !e.Healthy {
