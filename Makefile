@@ -88,7 +88,7 @@ build: go-check
 	rm -f bin/libiowarp.h bin/libiowarp_py.h
 
 # Files install writes, relative to DESTDIR (uninstall removes them).
-SLURM_SCRIPTS := iowarp-slurm-prolog iowarp-slurm-epilog
+SLURM_SCRIPTS := iowarp-slurm-prolog iowarp-slurm-epilog iowarp-slurm-cluster
 UNITS := iowarp.service iowarp@.service
 # @BINDIR@ and friends in contrib/ files are replaced at install time.
 SUBST = sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \

@@ -30,6 +30,7 @@ func TestInstall(t *testing.T) {
 		{"/usr/lib/systemd/system/iowarp@.service", 0o644},
 		{"/usr/libexec/iowarp/iowarp-slurm-prolog", 0o755},
 		{"/usr/libexec/iowarp/iowarp-slurm-epilog", 0o755},
+		{"/usr/libexec/iowarp/iowarp-slurm-cluster", 0o755},
 		{"/usr/share/bash-completion/completions/iowarp", 0},
 		{"/usr/share/zsh/site-functions/_iowarp", 0},
 		{"/usr/share/fish/vendor_completions.d/iowarp.fish", 0},
@@ -58,6 +59,9 @@ func TestInstall(t *testing.T) {
 		if !strings.Contains(string(b), "/usr/bin/iowarp") {
 			t.Errorf("%s does not name /usr/bin/iowarp", p)
 		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "/usr/libexec/iowarp/iowarp-slurm-prolog")); !strings.Contains(string(b), "/usr/libexec/iowarp/iowarp-slurm-cluster") {
+		t.Errorf("the prolog does not name the installed iowarp-slurm-cluster")
 	}
 	bin := filepath.Join(root, "/usr/bin/iowarp")
 	checkVersion(t, bin)

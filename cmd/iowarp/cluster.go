@@ -30,10 +30,13 @@ func init() { registerCommand(newClusterCmd) }
 func clusterConfig(cfg *config.Config) cluster.Config {
 	k := cfg.Cluster
 	c := cluster.Config{Cluster: k.Name, Listen: k.Listen, Endpoints: k.Endpoints(), TTL: k.TTL,
-		SharedNamespace: k.SharedNamespace && !cfg.NoMount(), Mount: cfg.Mount, Node: k.Embed.Name,
+		SharedNamespace: k.SharedNamespace && !cfg.NoMount(), Mount: cfg.Mount, Node: k.Node,
 		Organizer: cluster.Organizer{Interval: k.Organizer.Interval, High: k.Organizer.HighWatermark, Low: k.Organizer.LowWatermark}}
 	if k.Embed.Name != "" {
 		c.Embed = &cluster.Embed{Name: k.Embed.Name, Peers: k.Embed.Peers, Client: k.Embed.ClientURL(), Dir: k.Embed.Dir}
+	}
+	if c.Node == "" {
+		c.Node = k.Embed.Name
 	}
 	if c.Node == "" {
 		// Without an embedded member: host name and gRPC port, unique

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 
 	"github.com/iowarp/iowarp/cluster"
+	"github.com/iowarp/iowarp/runtime/config"
 )
 
 func TestPrintClusterStatus(t *testing.T) {
@@ -26,6 +28,25 @@ func TestPrintClusterStatus(t *testing.T) {
 		"ram 1MiB/1GiB, 0B", "UNREACHABLE: connection refused", "http://10.0.0.1:2379: ok (leader)", "http://10.0.0.2:2379: DOWN"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestClusterNodeName: the member name is cluster.node, else the
+// embedded member's name, else host name and gRPC port.
+func TestClusterNodeName(t *testing.T) {
+	host, _ := os.Hostname()
+	for _, tc := range []struct{ node, embed, want string }{
+		{"node07", "", "node07"},
+		{"node01", "e1", "node01"},
+		{"", "e1", "e1"},
+		{"", "", host + ":7070"},
+	} {
+		cfg := config.Default()
+		cfg.Cluster.Name, cfg.Cluster.Listen, cfg.Cluster.Node = "j", "10.0.0.1:7070", tc.node
+		cfg.Cluster.Embed.Name = tc.embed
+		if got := clusterConfig(cfg).Node; got != tc.want {
+			t.Errorf("node %q, embed %q: member name %q, want %q", tc.node, tc.embed, got, tc.want)
 		}
 	}
 }

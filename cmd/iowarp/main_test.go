@@ -164,6 +164,7 @@ func TestCommandsParse(t *testing.T) {
 		{"stat", "--help"},
 		{"list", "--help"},
 		{"config", "default"},
+		{"config", "merge", "--help"},
 	} {
 		root := newRootCmd()
 		var out bytes.Buffer

@@ -258,6 +258,33 @@ func newConfigCmd() *cobra.Command {
 			_, err := config.Load(args[0])
 			return err
 		},
+	}, &cobra.Command{
+		Use:   "merge FILE OVERLAY...",
+		Short: "Print FILE with the keys of each OVERLAY laid over it (mappings merged key by key), checked as one config",
+		Long: `Print FILE with the keys of each OVERLAY laid over it, as one YAML file that
+'iowarp config check' accepts (it is checked before it is printed; on an
+error nothing is printed). A key of an overlay replaces the same key below
+it, except that two mappings merge key by key; a list is replaced whole.
+FILE's comments are kept. The Slurm prolog uses it to add a job's cluster
+block to the site config.`,
+		Example: `  iowarp config merge /etc/iowarp/iowarp.yaml job-cluster.yaml > job.yaml`,
+		Args:    cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			srcs := make([]config.Source, 0, len(args))
+			for _, a := range args {
+				b, err := os.ReadFile(a)
+				if err != nil {
+					return err
+				}
+				srcs = append(srcs, config.Source{Name: a, Data: b})
+			}
+			out, err := config.Merge(srcs...)
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
 	})
 	return c
 }

@@ -17,6 +17,7 @@ import (
 // (package cluster). Off while Name is "".
 type Cluster struct {
 	Name   string   // cluster (job) name: the etcd key prefix; "" = no cluster
+	Node   string   // this daemon's member name ("" = Embed.Name, else host name:port)
 	Listen string   // HOST:PORT of this daemon's gRPC service, reachable by the others
 	Etcd   []string // client URLs of an existing etcd ("" = the embedded member's)
 	Embed  EmbedEtcd
@@ -88,6 +89,7 @@ func (d *decoder) cluster(n *yaml.Node, key string) error {
 	c := &d.c.Cluster
 	return d.mapping(n, key, map[string]field{
 		"name":             d.str(&c.Name),
+		"node":             d.str(&c.Node),
 		"listen":           d.str(&c.Listen),
 		"etcd":             d.strList(&c.Etcd),
 		"embed":            d.embed,
@@ -157,6 +159,9 @@ func (c *Config) validateCluster() error {
 	}
 	if strings.ContainsAny(k.Name, "/ \t\n") {
 		return c.errorf("cluster.name", "%q: no slashes or spaces (it is an etcd key prefix)", k.Name)
+	}
+	if strings.ContainsAny(k.Node, "/ \t\n") {
+		return c.errorf("cluster.node", "%q: no slashes or spaces (it is an etcd key)", k.Node)
 	}
 	if _, _, err := net.SplitHostPort(k.Listen); err != nil || k.Listen == "" {
 		return c.errorf("cluster.listen", "%q is not HOST:PORT (the address the other daemons reach this one's gRPC service at)", k.Listen)

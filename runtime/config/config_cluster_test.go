@@ -43,6 +43,7 @@ func TestClusterKeys(t *testing.T) {
 		{"no etcd", "cluster:\n  name: j\n  listen: h:1\n", "cluster.etcd:"},
 		{"bad endpoint", "cluster:\n  name: j\n  listen: h:1\n  etcd: [h:2379]\n", "cluster.etcd[0]:"},
 		{"short ttl", "cluster:\n  name: j\n  listen: h:1\n  ttl: 1s\n  etcd: [http://h:2379]\n", "cluster.ttl:"},
+		{"slash in node", "cluster:\n  name: j\n  node: a/b\n  listen: h:1\n  etcd: [http://h:2379]\n", "cluster.node:"},
 		{"slash in name", "cluster:\n  name: a/b\n  listen: h:1\n  etcd: [http://h:2379]\n", "cluster.name:"},
 		{"member not a peer", "cluster:\n  name: j\n  listen: h:1\n  embed:\n    name: n3\n    peers: [n1=http://h:2380]\n    dir: /d\n", "cluster.embed.name:"},
 		{"bad peer", "cluster:\n  name: j\n  listen: h:1\n  embed:\n    name: n1\n    peers: [http://h:2380]\n    dir: /d\n", "cluster.embed.peers[0]:"},
