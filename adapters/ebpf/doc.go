@@ -46,9 +46,15 @@
 // untraced fio 4 KiB random reads on tmpfs in the same run: on the 2-core
 // VM this was written on the tracepoints alone (programs filtering the
 // call out) make most of the traced cost, so the traced figure cannot
-// come much below theirs with this attachment. The consumer is woken only
-// when 256 KiB are queued and otherwise polls every 50 ms. x86_64 only
-// (syscall numbers).
+// come much below theirs with this attachment. On that VM (kvm-clock) a
+// clock read costs 130-220 ns, twice per traced call. The per-syscall
+// tracepoints (syscalls/sys_enter_pread64 ...) were measured as the
+// alternative: they spare the calls the tracer does not want (the kernel
+// tests a bitmap before running a program) but cost more on the wanted
+// ones (a perf trace record is filled first), which are most of an I/O
+// workload's calls; README "Trace overhead" has the figures. The
+// consumer is woken only when 256 KiB are queued and otherwise polls
+// every 50 ms. x86_64 only (syscall numbers).
 //
 // The join with the pool's side (hits by tier, misses, stage-ins,
 // write-back of the traced files on iowarp mounts) is made by `iowarp

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,6 +59,14 @@ func traceRun(t *testing.T, argv ...string) *Aggregator {
 
 func traceRunWith(t *testing.T, opt Options, argv ...string) *Aggregator {
 	t.Helper()
+	a, _ := traceRunOut(t, opt, argv...)
+	return a
+}
+
+// traceRunOut runs argv traced and returns the aggregate and what argv
+// printed.
+func traceRunOut(t *testing.T, opt Options, argv ...string) (*Aggregator, string) {
+	t.Helper()
 	a := NewAggregator()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var out strings.Builder
@@ -65,7 +74,7 @@ func traceRunWith(t *testing.T, opt Options, argv ...string) *Aggregator {
 	if err := Run(cmd, opt, a.Add); err != nil {
 		t.Fatalf("%v: %v\n%s", argv, err, out.String())
 	}
-	return a
+	return a, out.String()
 }
 
 func fileOf(t *testing.T, a *Aggregator, path string) *FileStats {
@@ -131,29 +140,6 @@ func TestTraceBlock(t *testing.T) {
 	t.Fatalf("no requests to %s counted: %+v", dev, a.Block)
 }
 
-// staticProg writes 1000 × 123 bytes with write, 7 pwrites of 4096 at
-// offset 1 MiB + i × 8192, fsyncs 3 times and reads the start back with
-// pread, all through raw libc calls, in a static binary the shim cannot
-// enter.
-const staticProg = `#include <fcntl.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-	char buf[8192];
-	memset(buf, 'x', sizeof buf);
-	int fd = open(argv[1], O_CREAT | O_TRUNC | O_RDWR, 0644);
-	if (fd < 0) return 1;
-	for (int i = 0; i < 1000; i++) if (write(fd, buf, 123) != 123) return 2;
-	for (int i = 0; i < 7; i++) if (pwrite(fd, buf, 4096, (1 << 20) + i * 8192) != 4096) return 3;
-	for (int i = 0; i < 3; i++) fsync(fd);
-	if (pread(fd, buf, 5000, 0) != 5000) return 4;
-	close(fd);
-	printf("writes 1007 bytes %d reads 1 bytes 5000\n", 1000 * 123 + 7 * 4096);
-	return 0;
-}
-`
-
 // buildC compiles the C program src into dir/name (static: linked with
 // -static, so no libc call reaches the kernel other than as a syscall
 // the tracer sees) and returns its path.
@@ -173,18 +159,54 @@ func buildC(t *testing.T, dir, name, src string, static bool) string {
 	return bin
 }
 
-// TestTraceStatic: a static binary's calls are all seen.
+// rwCounts is what testdata/rw.c and testdata/rwgo print: the read and
+// write calls they made on their file and the bytes those moved.
+type rwCounts struct{ Writes, Written, Reads, Read int64 }
+
+// printedCounts finds the line of rwCounts in a program's output.
+func printedCounts(t *testing.T, out string) rwCounts {
+	t.Helper()
+	var c rwCounts
+	for _, l := range strings.Split(out, "\n") {
+		if n, _ := fmt.Sscanf(l, "writes %d bytes %d reads %d bytes %d", &c.Writes, &c.Written, &c.Reads, &c.Read); n == 4 {
+			return c
+		}
+	}
+	t.Fatalf("no counts printed in %q", out)
+	return c
+}
+
+// traced is what the trace counted on f, as rwCounts.
+func traced(f *FileStats) rwCounts {
+	return rwCounts{f.Writes, f.BytesWritten, f.Reads, f.BytesRead}
+}
+
+// TestTraceStatic: a static binary's calls are all seen: the counts it
+// prints of its own calls equal the trace's, and the sizes and offsets
+// are those it used.
 func TestTraceStatic(t *testing.T) {
 	needBPF(t)
 	dir := t.TempDir()
-	bin := buildC(t, dir, "p", staticProg, true)
-	data := filepath.Join(dir, "data")
-	a := traceRun(t, bin, data)
-	f := fileOf(t, a, data)
-	if f.Writes != 1007 || f.BytesWritten != 1000*123+7*4096 || f.Syncs != 3 || f.Reads != 1 || f.BytesRead != 5000 {
-		t.Fatalf("%+v", f)
+	src, err := os.ReadFile("testdata/rw.c")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if f.MaxWriteEnd != 1<<20+6*8192+4096 || f.WriteSizes[bucketOf(123)] != 1000 || f.WriteSizes[bucketOf(4096)] != 7 {
+	bin := buildC(t, dir, "rw", string(src), true)
+	data := filepath.Join(dir, "data")
+	a, out := traceRunOut(t, Options{}, bin, data)
+	f := fileOf(t, a, data)
+	// 1000 writes of 123, 7 pwrites of 4096, a pread of 5000, then the
+	// file (1 MiB + 6 x 8 KiB + 4 KiB) read in 64 KiB reads and one at
+	// its end.
+	size := int64(1<<20 + 6*8192 + 4096)
+	want := rwCounts{1007, 1000*123 + 7*4096, 1 + (size+65535)/65536 + 1, 5000 + size}
+	if got := printedCounts(t, out); got != want {
+		t.Fatalf("the program says %+v, want %+v", got, want)
+	}
+	if got := traced(f); got != want || f.Syncs != 3 || f.Opens != 2 {
+		t.Fatalf("traced %+v (%d syncs, %d opens), the program did %+v, 3 fsyncs, 2 opens", got, f.Syncs, f.Opens, want)
+	}
+	if f.MaxWriteEnd != size || f.WriteSizes[bucketOf(123)] != 1000 || f.WriteSizes[bucketOf(4096)] != 7 {
 		t.Fatalf("max %d sizes %v", f.MaxWriteEnd, f.WriteSizes)
 	}
 }
@@ -254,55 +276,44 @@ func TestTraceCountsInKernel(t *testing.T) {
 	}
 }
 
-const goProg = `package main
-
-import (
-	"fmt"
-	"os"
-)
-
-func main() {
-	f, err := os.Create(os.Args[1])
-	if err != nil {
-		panic(err)
-	}
-	buf := make([]byte, 65536)
-	for i := 0; i < 40; i++ {
-		if _, err := f.Write(buf); err != nil {
-			panic(err)
-		}
-	}
-	if _, err := f.ReadAt(buf[:1000], 100); err != nil {
-		panic(err)
-	}
-	f.Sync()
-	f.Close()
-	fmt.Println("writes 40 bytes 2621440 reads 1 bytes 1000")
-}
-`
-
-// TestTraceGo: a Go program (raw syscalls, no libc) is seen.
-func TestTraceGo(t *testing.T) {
-	needBPF(t)
+// buildGo builds the Go program in testdata/NAME into dir (static, no
+// cgo) and returns its path.
+func buildGo(t *testing.T, dir, name string) string {
+	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go toolchain on PATH")
 	}
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "main.go"), []byte(goProg), 0o644)
-	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module p\n\ngo 1.21\n"), 0o644)
-	bin := filepath.Join(dir, "p")
-	build := exec.Command(goBin, "build", "-o", bin, ".")
-	build.Dir = dir
+	bin, err := filepath.Abs(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command(goBin, "build", "-o", bin, "main.go")
+	build.Dir = filepath.Join("testdata", name)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// TestTraceGo: a Go program (raw syscalls, no libc) is seen: the counts
+// it prints of its own calls equal the trace's.
+func TestTraceGo(t *testing.T) {
+	needBPF(t)
+	dir := t.TempDir()
+	bin := buildGo(t, dir, "rwgo")
 	data := filepath.Join(dir, "data")
-	a := traceRun(t, bin, data)
+	a, out := traceRunOut(t, Options{}, bin, data)
 	f := fileOf(t, a, data)
-	if f.Writes != 40 || f.BytesWritten != 40*65536 || f.Reads != 1 || f.BytesRead != 1000 || f.Syncs != 1 {
-		t.Fatalf("%+v", f)
+	// 40 writes of 64 KiB, a ReadAt of 1000, the file read back in 32
+	// KiB reads and one at its end.
+	want := rwCounts{40, 40 * 65536, 1 + 80 + 1, 1000 + 40*65536}
+	if got := printedCounts(t, out); got != want {
+		t.Fatalf("the program says %+v, want %+v", got, want)
+	}
+	if got := traced(f); got != want || f.Syncs != 1 {
+		t.Fatalf("traced %+v (%d syncs), the program did %+v and 1 fsync", got, f.Syncs, want)
 	}
 }
 
