@@ -60,8 +60,8 @@ type FS struct {
 	remoteSem chan struct{} // bounds the remote read-ahead in flight
 
 	stats counters
-	snaps snapshots    // snapshot.go
-	hist  historyStore // access histories of the learned prefetch (history.go)
+	snaps snapshots     // snapshot.go
+	hist  *historyStore // access histories of the learned prefetch (history.go)
 	// replayed is what New wrote back from a killed daemon's file tier
 	// (nil: nothing to replay).
 	replayed *bufferpool.ReplayReport

@@ -1,6 +1,7 @@
 package files
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Access histories: what the learned prefetch (learned.go) learns from.
@@ -193,12 +195,15 @@ type historyStore struct {
 	root     string // the backing directory: part of each key
 	maxPages int
 	maxFiles int
+
+	mu    sync.Mutex
+	count int // histories in dir as last counted, plus those added since; -1: not counted
 }
 
 // newHistoryStore is the store Options ask for, in the FS whose
 // namespace is root (off in Scratch mode: every file there is new).
-func newHistoryStore(opts Options, root string) historyStore {
-	s := historyStore{dir: opts.HistoryDir, root: root, maxPages: opts.HistoryPages, maxFiles: opts.HistoryFiles}
+func newHistoryStore(opts Options, root string) *historyStore {
+	s := &historyStore{dir: opts.HistoryDir, root: root, maxPages: opts.HistoryPages, maxFiles: opts.HistoryFiles, count: -1}
 	if opts.Mode == Scratch {
 		s.dir = ""
 	}
@@ -247,6 +252,7 @@ func (s *historyStore) save(h *history) error {
 		return fmt.Errorf("access history: %w", err)
 	}
 	name := s.name(h.path)
+	_, statErr := os.Stat(name)
 	tmp, err := os.CreateTemp(s.dir, ".tmp-*")
 	if err != nil {
 		return fmt.Errorf("access history: %w", err)
@@ -262,15 +268,30 @@ func (s *historyStore) save(h *history) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("access history of %s: %w", h.path, err)
 	}
-	s.prune()
+	if statErr != nil {
+		s.added()
+	}
 	return nil
 }
 
-// prune removes the least recently written histories past maxFiles.
-func (s *historyStore) prune() {
+// added counts a new history and prunes the directory when that makes
+// more than maxFiles: one readdir per start and per prune, not per save.
+func (s *historyStore) added() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.count >= 0 && s.count < s.maxFiles {
+		s.count++
+		return
+	}
+	s.count = s.prune()
+}
+
+// prune removes the least recently written histories past maxFiles and
+// returns how many are left.
+func (s *historyStore) prune() int {
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {
-		return
+		return 0
 	}
 	type aged struct {
 		name string
@@ -286,10 +307,11 @@ func (s *historyStore) prune() {
 		}
 	}
 	if len(hs) <= s.maxFiles {
-		return
+		return len(hs)
 	}
-	slices.SortFunc(hs, func(a, b aged) int { return int(min(max(a.mod-b.mod, -1), 1)) })
+	slices.SortFunc(hs, func(a, b aged) int { return cmp.Compare(a.mod, b.mod) })
 	for _, h := range hs[:len(hs)-s.maxFiles] {
 		os.Remove(filepath.Join(s.dir, h.name))
 	}
+	return s.maxFiles
 }

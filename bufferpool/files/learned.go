@@ -29,10 +29,16 @@ import (
 // What is recorded is what reaches this layer: reads the shim served from
 // shared memory and reads of a FUSE passthrough open do not, so a session
 // that recorded less than half of the history it replayed leaves that
-// history in place. A session that wrote the file records nothing.
+// history in place. A session that wrote the file records nothing, nor
+// one that read fewer than minHistoryPages pages.
 //
 // Lock order: learnState.mu → pfState.mu, bucket locks (enqueue).
 // Nothing takes learnState.mu holding a lock of the file or the pool.
+
+// minHistoryPages is the shortest session kept: a file read in one page
+// has nothing to stage ahead (and a tree of small files would cost a
+// history write per file).
+const minHistoryPages = 2
 
 // learnState is a file's recording of the session's reads and the replay
 // of the last session's. Safe for concurrent use.
@@ -246,7 +252,7 @@ func (f *file) keepHistory() {
 	rec, path, written, loaded := l.rec, l.path, l.written, l.loaded
 	l.rec, l.replay, l.loaded = nil, nil, 0
 	l.mu.Unlock()
-	if written || len(rec) == 0 || len(rec) < loaded/2 {
+	if written || len(rec) < minHistoryPages || len(rec) < loaded/2 {
 		return
 	}
 	size, mtime, ok := f.backingStamp()
