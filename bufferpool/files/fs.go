@@ -62,6 +62,10 @@ type FS struct {
 	stats counters
 	snaps snapshots     // snapshot.go
 	hist  *historyStore // access histories of the learned prefetch (history.go)
+	// stageLatency is added to every read of the backing file for a
+	// stage-in: benchmarks emulate a parallel file system's request
+	// latency with it. Set before the first Open.
+	stageLatency time.Duration
 	// replayed is what New wrote back from a killed daemon's file tier
 	// (nil: nothing to replay).
 	replayed *bufferpool.ReplayReport

@@ -22,7 +22,7 @@ import (
 // backing store and the file tier (which holds the histories).
 type learnDirs struct{ backing, nvme string }
 
-func newLearnDirs(t *testing.T) learnDirs {
+func newLearnDirs(t testing.TB) learnDirs {
 	t.Helper()
 	dir := t.TempDir()
 	d := learnDirs{backing: filepath.Join(dir, "backing"), nvme: filepath.Join(dir, "nvme")}
@@ -36,22 +36,28 @@ func (d learnDirs) history() string { return filepath.Join(d.nvme, "history") }
 
 // start starts a daemon's pool and FS on d (a restart: nothing of an
 // earlier one is in the pool); stop (also at cleanup) closes both.
-func (d learnDirs) start(t *testing.T, placement string, tweak func(*Options)) (fs *FS, stop func()) {
+func (d learnDirs) start(t testing.TB, placement string, tweak func(*Options)) (fs *FS, stop func()) {
+	t.Helper()
+	opts := Options{Backing: d.backing, PageSize: testPage, Readahead: 8 * testPage, HistoryDir: d.history()}
+	if tweak != nil {
+		tweak(&opts)
+	}
+	return d.startSized(t, placement, 256*testPage, 256*testPage, opts)
+}
+
+// startSized is start with tiers of ram and file bytes and opts as given.
+func (d learnDirs) startSized(t testing.TB, placement string, ram, file int64, opts Options) (fs *FS, stop func()) {
 	t.Helper()
 	pool, err := bufferpool.New(bufferpool.Config{
 		Tiers: []bufferpool.TierConfig{
-			{Name: "ram", Kind: bufferpool.KindRAM, Capacity: 256 * testPage},
-			{Name: "nvme", Kind: bufferpool.KindFile, Dir: d.nvme, Capacity: 256 * testPage},
+			{Name: "ram", Kind: bufferpool.KindRAM, Capacity: ram},
+			{Name: "nvme", Kind: bufferpool.KindFile, Dir: d.nvme, Capacity: file},
 		},
 		Placement:         placement,
 		OrganizerInterval: -1,
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	opts := Options{Backing: d.backing, PageSize: testPage, Readahead: 8 * testPage, HistoryDir: d.history()}
-	if tweak != nil {
-		tweak(&opts)
 	}
 	fs, err = New(pool, opts)
 	if err != nil {
