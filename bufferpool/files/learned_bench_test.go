@@ -60,7 +60,7 @@ func BenchmarkLearnedPrefetch(b *testing.B) {
 
 // timeLearnJob restarts the daemon on d with the learned prefetch on or
 // off and times one run of the job reading pages in order, cold.
-func timeLearnJob(b *testing.B, d learnDirs, size int64, order []int, learned bool, latency time.Duration) time.Duration {
+func timeLearnJob(b testing.TB, d learnDirs, size int64, order []int, learned bool, latency time.Duration) time.Duration {
 	opts := Options{Backing: d.backing, PageSize: DefaultPageSize, HistoryDir: d.history()}
 	if !learned {
 		opts.HistoryDir = ""
@@ -131,7 +131,7 @@ func benchLearnDirs(b *testing.B) learnDirs {
 
 // writeLearnBenchInput writes pages pages of random bytes, a page at a
 // time (the input may be larger than memory should hold twice).
-func writeLearnBenchInput(b *testing.B, d learnDirs, pages int) {
+func writeLearnBenchInput(b testing.TB, d learnDirs, pages int) {
 	f, err := os.Create(filepath.Join(d.backing, "input"))
 	if err != nil {
 		b.Fatal(err)
@@ -151,7 +151,7 @@ func writeLearnBenchInput(b *testing.B, d learnDirs, pages int) {
 }
 
 // dropBackingCache drops the file from the page cache: a cold input.
-func dropBackingCache(b *testing.B, path string) {
+func dropBackingCache(b testing.TB, path string) {
 	f, err := os.Open(path)
 	if err != nil {
 		b.Fatal(err)
@@ -162,7 +162,7 @@ func dropBackingCache(b *testing.B, path string) {
 	}
 }
 
-func readLearnBench(b *testing.B, fs *FS, order []int) {
+func readLearnBench(b testing.TB, fs *FS, order []int) {
 	h, _, err := fs.Open("input", unix.O_RDONLY, 0, Cred{})
 	if err != nil {
 		b.Fatal(err)
