@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -227,7 +228,11 @@ func (s *historyStore) name(path string) string {
 // caller through err, and removed).
 func (s *historyStore) load(path string, size, mtime, pageSize int64) (*history, error) {
 	name := s.name(path)
-	b, err := os.ReadFile(name)
+	b, err := readBounded(name, s.maxBytes())
+	if errors.Is(err, errHistory) {
+		os.Remove(name)
+		return nil, fmt.Errorf("access history %s of %s: %w", name, path, err)
+	}
 	if err != nil {
 		return nil, nil // none yet (or unreadable: as good as none)
 	}
@@ -243,6 +248,30 @@ func (s *historyStore) load(path string, size, mtime, pageSize int64) (*history,
 		return nil, nil
 	}
 	return h, nil
+}
+
+// maxBytes bounds an encoded history of at most maxPages pages: header,
+// path, and a varint of at most 10 bytes a page.
+func (s *historyStore) maxBytes() int64 {
+	return int64(len(historyMagic)+1+4+5*binary.MaxVarintLen64+maxHistoryPath) + int64(s.maxPages)*binary.MaxVarintLen64
+}
+
+// readBounded reads the file name if it holds at most limit bytes; a
+// larger one is errHistory (never read into memory).
+func readBounded(name string, limit int64) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: over %d bytes", errHistory, limit)
+	}
+	return b, nil
 }
 
 // save writes h (replacing the file's last history) and keeps the

@@ -320,6 +320,25 @@ func TestLearnedHistoryCorrupt(t *testing.T) {
 	}
 }
 
+// TestLearnedHistoryTooLarge: a history file larger than any history
+// within the bounds is not read into memory: discarded like a corrupt one.
+func TestLearnedHistoryTooLarge(t *testing.T) {
+	d := newLearnDirs(t)
+	data := writeLearnInput(t, d, "input", 16)
+	fs, stop := d.start(t, "", func(o *Options) { o.HistoryPages = 16 })
+	if err := os.MkdirAll(d.history(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fs.hist.name("input"), make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	learnJob(t, fs, "input", data, randomOrder(5, 16), false)
+	if st := fs.Stats().Learned; st.HistoriesDiscarded != 1 || st.HistoriesLoaded != 0 {
+		t.Fatalf("oversized history: %+v", st)
+	}
+	stop()
+}
+
 // TestLearnedHotPages: pages the last run read more than once are
 // installed on the fastest tier even under round-robin placement, which
 // puts every other page on the file tier.
