@@ -93,6 +93,23 @@ func (b *Bucket) InstallPage(i int64, data []byte) (installed bool, err error) {
 // caller that read data without holding anything that keeps the source
 // from changing checks there that it did not change meanwhile.
 func (b *Bucket) InstallPageIf(i int64, data []byte, valid func() bool) (installed bool, err error) {
+	return b.installPage(i, data, valid, 0)
+}
+
+// InstallHotPageIf is InstallPageIf for a page the caller expects to be
+// read again and again (the file layer's learned prefetch: it was re-read
+// the last time the file was read): it goes to the fastest tier with room
+// whatever the placement policy, and starts with reads as its decayed
+// read count (at least PromoteReads), so that where the fastest tier had
+// no room the organizer's next pass promotes it, swapping out colder
+// pages (organizer.go), and eviction takes it last.
+func (b *Bucket) InstallHotPageIf(i int64, data []byte, valid func() bool, reads float64) (installed bool, err error) {
+	return b.installPage(i, data, valid, max(reads, b.p.promoteReads, 1))
+}
+
+// installPage is InstallPageIf; hot > 0 places the page first on the
+// fastest tier with room and seeds its scores with hot.
+func (b *Bucket) installPage(i int64, data []byte, valid func() bool, hot float64) (installed bool, err error) {
 	if err := b.checkPage("install page", i, 0, len(data)); err != nil {
 		return false, err
 	}
@@ -109,11 +126,31 @@ func (b *Bucket) InstallPageIf(i int64, data []byte, valid func() bool) (install
 	if b.pages[i] != nil || (valid != nil && !valid()) {
 		return false, nil
 	}
-	if _, err := b.newPageLocked(i, data, false, now); err != nil {
+	bl, err := b.newPlacedLocked(i, data, now, hot)
+	if err != nil {
 		return false, err
+	}
+	if hot > 0 {
+		bl.score, bl.readScore = hot, hot
 	}
 	b.p.misses.Add(1)
 	return true, nil
+}
+
+// newPlacedLocked is newPageLocked of a clean page; hot > 0 tries the
+// fastest tier first, whatever the placement policy.
+func (b *Bucket) newPlacedLocked(i int64, data []byte, now int64, hot float64) (*blob, error) {
+	if hot <= 0 {
+		return b.newPageLocked(i, data, false, now)
+	}
+	bl := &blob{page: i, size: b.pageSize, alloc: roundUp(b.pageSize), scoreAt: now}
+	if !b.p.tiers[0].reserve(bl.alloc) {
+		return b.newPageLocked(i, data, false, now)
+	}
+	if err := b.fillPlacedLocked(bl, 0, data); err != nil {
+		return nil, err
+	}
+	return bl, nil
 }
 
 // newPageLocked places page i with contents data (PageSize bytes) and
@@ -124,17 +161,26 @@ func (b *Bucket) newPageLocked(i int64, data []byte, dirty bool, now int64) (*bl
 	if err != nil {
 		return nil, fmt.Errorf("page %d: %w", i, err)
 	}
-	if err := b.attachLocked(bl, t); err != nil {
+	if err := b.fillPlacedLocked(bl, t, data); err != nil {
 		return nil, err
+	}
+	return bl, nil
+}
+
+// fillPlacedLocked puts bl, whose bytes are reserved on tier t, there
+// with contents data (nil: none written) and inserts it.
+func (b *Bucket) fillPlacedLocked(bl *blob, t int, data []byte) error {
+	if err := b.attachLocked(bl, t); err != nil {
+		return err
 	}
 	if data != nil {
 		if err := b.segs[t].seg.WriteAt(data, bl.off); err != nil {
 			b.detachLocked(bl)
-			return nil, fmt.Errorf("page %d of bucket %s: %w", i, b.Name(), err)
+			return fmt.Errorf("page %d of bucket %s: %w", bl.page, b.Name(), err)
 		}
 	}
 	b.insertLocked(bl)
-	return bl, nil
+	return nil
 }
 
 // WritePage writes data at off in page i (off+len(data) <= PageSize) and

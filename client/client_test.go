@@ -261,9 +261,9 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 	t.Fatalf("condition not reached in %v", d)
 }
 
-// TestTaskState: a task says where it is without blocking: Running until
-// the daemon completed it, then Completed or Failed; polling State alone
-// (no Wait) takes the completion off the ring.
+// TestTaskState: a task says where it is without blocking: Pending or
+// Running until the daemon completed it, then Completed or Failed;
+// polling State alone (no Wait) takes the completion off the ring.
 func TestTaskState(t *testing.T) {
 	d := startDaemon(t)
 	c := connect(t, d)
@@ -272,11 +272,11 @@ func TestTaskState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := tk.State(); s != runtime.Running && s != runtime.Completed {
+	if s := tk.State(); s != runtime.Pending && s != runtime.Running && s != runtime.Completed {
 		t.Fatalf("just submitted: %v", s)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for tk.State() == runtime.Running {
+	for s := tk.State(); s == runtime.Pending || s == runtime.Running; s = tk.State() {
 		if time.Now().After(deadline) {
 			t.Fatal("put still Running after 30 s of polling State")
 		}
@@ -289,7 +289,7 @@ func TestTaskState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for miss.State() == runtime.Running {
+	for s := miss.State(); s == runtime.Pending || s == runtime.Running; s = miss.State() {
 		if time.Now().After(deadline) {
 			t.Fatal("get still Running after 30 s of polling State")
 		}

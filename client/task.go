@@ -39,14 +39,20 @@ func (k *call) start(finish func(*Task, []byte) error) (*Task, error) {
 	return &Task{k: k, ic: ic, finish: finish}, nil
 }
 
-// State is where the task is: Running from its submission until the
-// daemon completed it (the wire does not tell a task queued in the daemon
-// from one a worker runs), then Completed or Failed (a lost connection
-// too). It does not block, except that it finishes a completed task as
-// Wait does: a Get whose blob outgrew its first buffer is re-issued and
-// waited for.
+// State is where the task is: Pending while it waits in the request ring
+// for the daemon to take it (behind calls the daemon is busy with),
+// Running from then until the daemon completed it, then Completed or
+// Failed (a lost connection too). A task the daemon took but queued for
+// its worker pool (calls were waiting behind it) is Running while it
+// waits for a worker: the ring shows what the daemon took, not what a
+// worker started (ipc.Call.Taken). State does not block, except that it
+// finishes a completed task as Wait does: a Get whose blob outgrew its
+// first buffer is re-issued and waited for.
 func (t *Task) State() runtime.TaskState {
 	if !t.ic.Poll() {
+		if !t.ic.Taken() {
+			return runtime.Pending
+		}
 		return runtime.Running
 	}
 	if t.Wait() != nil {

@@ -70,6 +70,14 @@ type Options struct {
 	// Compress chooses the codec of a file's pages on slower tiers by
 	// path (compress.go): the first rule that matches wins.
 	Compress []CompressRule
+	// HistoryDir holds the access histories of the learned prefetch
+	// (learned.go, history.go); "" turns it off (so does Readahead < 0,
+	// and Scratch mode). HistoryPages bounds one history (0 =
+	// DefaultHistoryPages), HistoryFiles the histories kept (0 =
+	// DefaultHistoryFiles).
+	HistoryDir   string
+	HistoryPages int
+	HistoryFiles int
 }
 
 // DefaultDrainTimeout is Options.DrainTimeout's default.
@@ -161,6 +169,23 @@ type Stats struct {
 	// PassthroughOpens counts the opens handed to the kernel
 	// (Handle.PassthroughFd): their reads never reach this layer.
 	PassthroughOpens uint64 `json:"passthrough_opens"`
+	// Learned is the learned prefetch's work (learned.go).
+	Learned LearnedStats `json:"learned_prefetch"`
+}
+
+// LearnedStats counts what the learned prefetch did: the histories it
+// replayed (found valid at a file's first open), saved (at its last
+// close) and discarded as malformed; the pages it staged in ahead of a
+// replayed reader, the reads that found one (or waited for its
+// stage-in), and the pages installed hot (re-read last time: fastest tier
+// first).
+type LearnedStats struct {
+	HistoriesLoaded    uint64 `json:"histories_loaded"`
+	HistoriesSaved     uint64 `json:"histories_saved"`
+	HistoriesDiscarded uint64 `json:"histories_discarded"`
+	StagedPages        uint64 `json:"staged_pages"`
+	Hits               uint64 `json:"hits"`
+	HotPages           uint64 `json:"hot_pages"`
 }
 
 // Errors returned by FS methods wrap a syscall.Errno when they come from

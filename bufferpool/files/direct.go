@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -48,6 +49,9 @@ type directFd struct {
 func (f *file) readBacking(buf []byte, off int64) (int, error) {
 	if f.stageHook != nil {
 		defer f.stageHook(off)
+	}
+	if d := f.fs.stageLatency; d > 0 {
+		time.Sleep(d)
 	}
 	if !f.fs.opts.BufferedStageIn && directOK(buf, off) && !f.pageCached(off, len(buf)) {
 		if n, err, ok := f.direct.read(f, buf, off); ok {

@@ -129,6 +129,15 @@
 // files by default), optionally followed by EvictClean. Evict drops clean
 // pages only: a dirty page is never dropped.
 //
+// # Learned prefetch
+//
+// Each file's reads in a session (first open to last close) are kept as
+// an access history on the first file tier (history.go), valid for the
+// backing file's size and mtime; the next session stages its pages in in
+// that order, a read-ahead window ahead of the reader, and installs the
+// pages read more than once on the fastest tier (learned.go). Like the
+// read-ahead it never evicts to make room.
+//
 // # Locks
 //
 // Lock order: file.backingMu → file.mu → FS.mu → (pool locks). FS.mu guards
@@ -136,7 +145,9 @@
 // and in-place writes hold it shared, appends, truncation and
 // fallocate hold it exclusively. Nothing waits for pool space while
 // holding file.mu. file.stateMu is a leaf; noteWriteBack takes
-// flusher.mu after releasing it.
+// flusher.mu after releasing it. file.learn.mu (learned.go) is taken
+// holding nothing of the file or the pool, and takes pfState.mu and the
+// bucket's read lock inside.
 //
 // A stage-in reads the backing file holding no lock of the pool (a demand
 // read holds file.mu shared, the read-ahead nothing) and installs the page

@@ -63,7 +63,8 @@ type file struct {
 	name       string   // the path it was last opened by (logs, stat)
 	health     wbHealth // is its write-back failing, why, since when
 
-	pf pfState // pages staged ahead and not read yet (prefetch.go)
+	pf    pfState    // pages staged ahead and not read yet (prefetch.go)
+	learn learnState // this session's reads, the last one's replayed (learned.go)
 
 	sums   fileSums    // checksums the write-back recorded (checksum.go)
 	wbSums sumPass     // the running write-back pass's; guarded by backingMu
@@ -450,7 +451,7 @@ func (f *file) stageIn(i, po int64, dst []byte, fill bufferpool.Filler) (found b
 		return false, fmt.Errorf("stage in page %d: %w", i, err)
 	}
 	clear(page[n:])
-	installed, err := f.bucket.InstallPageIf(i, page, func() bool { return f.backingGen.Load() == g })
+	installed, err := f.installStaged(i, page, func() bool { return f.backingGen.Load() == g })
 	if installed || errors.Is(err, bufferpool.ErrNoSpace) {
 		// Full of dirty pages: the page is absent, so what was read is
 		// still the file's content; serve it uncached.
@@ -593,6 +594,7 @@ func (f *file) truncate(size int64) error {
 	if size < 0 {
 		return unix.EINVAL
 	}
+	f.learnWrite()
 	f.lockBacking()
 	defer f.unlockBacking()
 	f.mu.Lock()

@@ -60,7 +60,12 @@ type FS struct {
 	remoteSem chan struct{} // bounds the remote read-ahead in flight
 
 	stats counters
-	snaps snapshots // snapshot.go
+	snaps snapshots     // snapshot.go
+	hist  *historyStore // access histories of the learned prefetch (history.go)
+	// stageLatency is added to every read of the backing file for a
+	// stage-in: benchmarks emulate a parallel file system's request
+	// latency with it. Set before the first Open.
+	stageLatency time.Duration
 	// replayed is what New wrote back from a killed daemon's file tier
 	// (nil: nothing to replay).
 	replayed *bufferpool.ReplayReport
@@ -85,6 +90,9 @@ type counters struct {
 	// large for the backing store's xattrs.
 	backingCorrupt, repaired, tierCorrupt, sumsNotStored atomic.Uint64
 	sumsChecked                                          atomic.Uint64 // stage-ins checked against a record
+	// Learned prefetch (learned.go).
+	learnedPages, learnedHits, learnedHot         atomic.Uint64
+	historiesLoaded, historiesSaved, historiesBad atomic.Uint64
 }
 
 // New opens the namespace and starts the write-back workers.
@@ -148,6 +156,7 @@ func New(pool *bufferpool.Pool, opts Options) (*FS, error) {
 	if fs.maxIdle <= 0 {
 		fs.maxIdle = DefaultMaxIdleFiles
 	}
+	fs.hist = newHistoryStore(opts, root)
 	fs.space = sync.NewCond(&fs.spaceMu)
 	fs.pages.New = func() any { b := alignedPage(fs.ps); return &b }
 	if !fs.scratch {
@@ -219,6 +228,9 @@ func (fs *FS) Close() error {
 	fs.files = map[fileKey]*file{}
 	fs.mu.Unlock()
 	for _, f := range all {
+		if fs.learning() {
+			f.keepHistory() // still open: what it read so far
+		}
 		f.drop()
 	}
 	fs.spaceMu.Lock()
@@ -312,6 +324,7 @@ func (fs *FS) Stats() Stats {
 		PrefetchWasted:   fs.stats.prefetchWasted.Load(),
 		Replay:           fs.replayed,
 		PassthroughOpens: fs.stats.passthroughOpens.Load(),
+		Learned:          fs.learnedStats(),
 	}
 }
 

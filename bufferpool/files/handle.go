@@ -36,6 +36,7 @@ func (fs *FS) Open(p string, flags int, mode uint32, c Cred) (*Handle, unix.Stat
 	f.setCompress(p)
 	stale = f.useRemote(view) || stale
 	h := &Handle{f: f, flags: flags, stale: stale}
+	f.learnOpen(p) // learned.go
 	fs.stats.openFiles.Add(1)
 	if flags&unix.O_TRUNC != 0 && flags&unix.O_ACCMODE != unix.O_RDONLY && !created && f.size.Load() != 0 {
 		if err := f.truncate(0); err != nil {
@@ -126,6 +127,7 @@ func (h *Handle) ReadAt(buf []byte, off int64) (int, error) {
 	if h.flags&unix.O_ACCMODE == unix.O_WRONLY {
 		return 0, unix.EBADF
 	}
+	h.f.learnRead(off, len(buf))
 	h.readAhead(off, len(buf))
 	// Read around only where the page can be staged behind (read-ahead
 	// on): otherwise a page read in small pieces would never be cached.
@@ -144,6 +146,7 @@ func (h *Handle) WriteAt(data []byte, off int64) (int, error) {
 	if len(data) == 0 {
 		return 0, nil
 	}
+	h.f.learnWrite()
 	n, err := h.f.write(data, off, h.flags&unix.O_APPEND != 0)
 	h.f.fs.stats.written.Add(uint64(n))
 	h.f.io.written.Add(uint64(n))
@@ -164,6 +167,7 @@ func (h *Handle) WriteInside(data []byte, off int64) (int, error) {
 	if len(data) == 0 {
 		return 0, nil
 	}
+	h.f.learnWrite()
 	n, err := h.f.writeMode(data, off, false, true)
 	h.f.fs.stats.written.Add(uint64(n))
 	h.f.io.written.Add(uint64(n))
@@ -212,6 +216,7 @@ func (h *Handle) Release() error {
 	if h.passthrough.Load() {
 		h.f.bucket.EndPassthrough()
 	}
+	h.f.learnClose()
 	h.f.release()
 	return nil
 }
@@ -333,6 +338,7 @@ func (h *Handle) ReadPinned(off int64, n int) (fd int, fdOff int64, length int, 
 	// Before the pin: it holds the bucket's read lock, which the
 	// read-ahead must not take again (a stage-in waiting in between for
 	// the write lock would deadlock them).
+	f.learnRead(off, n)
 	h.readAhead(off, n)
 	tier := f.bucket.PageTier(i) // not under the pin: its read lock is not reentrant
 	fd, fdOff, release, ok = f.bucket.PinPage(i, po, n)

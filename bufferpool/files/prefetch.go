@@ -132,7 +132,8 @@ func (p *prefetcher) stageBehind(f *file, i int64) {
 	p.enqueueAs(f, i, pfBehind)
 }
 
-// enqueueAs queues page i in state st (pfQueued, pfBehind); false if it
+// enqueueAs queues page i in state st (pfQueued, pfBehind,
+// pfQueued|pfLearned); false if it
 // did not.
 func (p *prefetcher) enqueueAs(f *file, i int64, st int) bool {
 	if f.bucket.HasPage(i) || !f.pf.queueAs(i, st) {
@@ -209,15 +210,19 @@ func (f *file) prefetchPage(i int64) {
 		f.pf.forget(i)
 		return
 	}
-	started, behind := f.pf.start(i)
+	st, started := f.pf.start(i)
 	if !started {
 		return
 	}
 	n, ok := f.stageAhead(i)
 	f.pf.finish(i, ok)
-	if ok && behind {
+	switch {
+	case !ok:
+	case st == pfBehind:
 		fs.stats.stagedBehind.Add(1)
-	} else if ok {
+	case st&pfLearned != 0:
+		fs.stats.learnedPages.Add(1)
+	default:
 		fs.stats.prefetched.Add(1)
 		fs.stats.prefetchedBytes.Add(uint64(n))
 	}
@@ -246,7 +251,7 @@ func (f *file) stageAhead(i int64) (n int, ok bool) {
 		return 0, false
 	}
 	clear(buf[n:])
-	installed, err := f.bucket.InstallPageIf(i, buf, func() bool { return f.backingGen.Load() == g })
+	installed, err := f.installStaged(i, buf, func() bool { return f.backingGen.Load() == g })
 	return n, err == nil && installed
 }
 
@@ -259,7 +264,15 @@ const (
 	// Not read ahead: not counted in the prefetch statistics.
 	pfBehind
 	pfReadingBehind
+
+	// pfLearned marks a page of the learned prefetch (learned.go) in
+	// any of the read-ahead's states (pfQueued, pfReading, pfStaged): its
+	// hits are counted apart.
+	pfLearned = 1 << 4
 )
+
+// pfBase is st without the pfLearned mark.
+func pfBase(st int) int { return st &^ pfLearned }
 
 // pfState is a file's read-ahead bookkeeping: the pages queued or
 // staged ahead and not read yet. Safe for concurrent use.
@@ -329,7 +342,7 @@ func (s *pfState) abandon() int64 {
 	defer s.mu.Unlock()
 	n := int64(len(s.fifo))
 	for _, i := range s.fifo {
-		if st := s.m[i]; st == pfQueued || st == pfBehind {
+		if st := pfBase(s.m[i]); st == pfQueued || st == pfBehind {
 			delete(s.m, i)
 		}
 	}
@@ -339,20 +352,22 @@ func (s *pfState) abandon() int64 {
 	return n
 }
 
-// start moves page i from queued to reading; false if it is not queued
-// any more (a demand read took it). behind: it was queued by stageBehind.
-func (s *pfState) start(i int64) (ok, behind bool) {
+// start moves page i from queued to reading and returns the state it was
+// queued in (pfQueued, pfBehind: by stageBehind, or pfQueued|pfLearned);
+// false if it is not queued any more (a demand read took it).
+func (s *pfState) start(i int64) (st int, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch s.m[i] {
+	st = s.m[i]
+	switch pfBase(st) {
 	case pfQueued:
-		s.m[i] = pfReading
-		return true, false
+		s.m[i] = pfReading | st&pfLearned
+		return st, true
 	case pfBehind:
 		s.m[i] = pfReadingBehind
-		return true, true
+		return st, true
 	}
-	return false, false
+	return 0, false
 }
 
 // finish ends the read of page i: staged if ok, else forgotten; and
@@ -364,9 +379,9 @@ func (s *pfState) finish(i int64, ok bool) {
 		delete(s.m, i)
 		s.n.Store(int64(len(s.m)))
 	}
-	if s.m[i] == pfReading {
+	if st := s.m[i]; pfBase(st) == pfReading {
 		if ok {
-			s.m[i] = pfStaged
+			s.m[i] = pfStaged | st&pfLearned
 		} else {
 			delete(s.m, i)
 			s.n.Store(int64(len(s.m)))
@@ -386,7 +401,7 @@ func (s *pfState) waitRead(i int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	waited := false
-	for s.m[i] == pfReading || s.m[i] == pfReadingBehind {
+	for st := pfBase(s.m[i]); st == pfReading || st == pfReadingBehind; st = pfBase(s.m[i]) {
 		if s.read == nil {
 			s.read = sync.NewCond(&s.mu)
 		}
@@ -410,16 +425,6 @@ func (s *pfState) queueAs(i int64, st int) bool {
 	s.m[i] = st
 	s.n.Store(int64(len(s.m)))
 	return true
-}
-
-// staged records that the prefetch of page i installed it (if a demand
-// read did not already take it).
-func (s *pfState) staged(i int64) {
-	s.mu.Lock()
-	if s.m[i] == pfQueued {
-		s.m[i] = pfStaged
-	}
-	s.mu.Unlock()
 }
 
 // forget drops page i without counting it.
@@ -446,7 +451,7 @@ func (s *pfState) unread() uint64 {
 	defer s.mu.Unlock()
 	var n uint64
 	for _, st := range s.m {
-		if st == pfStaged {
+		if pfBase(st) == pfStaged {
 			n++
 		}
 	}
@@ -459,7 +464,10 @@ func (s *pfState) unread() uint64 {
 // read-ahead brought in (or is bringing in: the read waited for it)
 // counts as a prefetch hit.
 func (f *file) demandHit(i int64) {
-	if st := f.pf.take(i); st != 0 && st < pfBehind {
+	switch st := f.pf.take(i); {
+	case st&pfLearned != 0:
+		f.fs.stats.learnedHits.Add(1)
+	case st != 0 && st < pfBehind:
 		f.fs.stats.prefetchHits.Add(1)
 	}
 }
@@ -467,7 +475,7 @@ func (f *file) demandHit(i int64) {
 // demandMiss is called for every page a read had to stage in itself: a
 // page staged ahead and gone again was evicted unread.
 func (f *file) demandMiss(i int64) {
-	if f.pf.take(i) == pfStaged {
+	if pfBase(f.pf.take(i)) == pfStaged {
 		f.fs.stats.prefetchWasted.Add(1)
 	}
 }

@@ -134,6 +134,7 @@ func TestPrintStats(t *testing.T) {
 	st := files.Stats{Mode: files.Writeback, DirtyBytes: 3 << 20, FlushBacklog: 2, ReadHits: 10, ReadMisses: 1,
 		PrefetchedPages: 12, PrefetchedBytes: 12 << 20, PrefetchHits: 9, PrefetchWasted: 2,
 		StagedDirect: 8 << 20, ReadAround: 5, StagedBehind: 3,
+		Learned: files.LearnedStats{HistoriesLoaded: 2, HistoriesSaved: 3, StagedPages: 40, Hits: 38, HotPages: 4},
 		Pool: bufferpool.Stats{Tiers: []bufferpool.TierStats{
 			{Name: "ram", Kind: "ram", Capacity: 64 << 20, Used: 16 << 20, Dirty: 3 << 20, Blobs: 16, Ceiling: 16 << 20},
 			{Name: "nvme", Kind: "file", Capacity: 1 << 30},
@@ -146,6 +147,7 @@ func TestPrintStats(t *testing.T) {
 	for _, want := range []string{"/iowarp  mode writeback  backing /pfs  pid 7", "64MiB", "16MiB", "25.0", "3MiB",
 		"1GiB", "flush backlog 2 files", "10 hits, 1 misses", "memory pressure: tier ram held at 16MiB",
 		"read-ahead: 12 pages (12MiB) staged ahead, 9 prefetch hits, 2 wasted",
+		"learned prefetch: 2 histories replayed, 3 saved, 0 discarded; 40 pages staged ahead, 38 hits, 4 placed hot",
 		"stage-in: 8MiB with O_DIRECT; 5 small cold reads served from the backing file, 3 pages staged in behind them"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

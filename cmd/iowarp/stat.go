@@ -125,6 +125,10 @@ func printStats(w io.Writer, info Info, st files.Stats) error {
 	}
 	fmt.Fprintf(w, "read-ahead: %d pages (%s) staged ahead, %d prefetch hits, %d wasted (evicted or dropped unread)\n",
 		st.PrefetchedPages, units.FormatSize(int64(st.PrefetchedBytes)), st.PrefetchHits, st.PrefetchWasted)
+	if l := st.Learned; l.HistoriesLoaded+l.HistoriesSaved+l.HistoriesDiscarded > 0 {
+		fmt.Fprintf(w, "learned prefetch: %d histories replayed, %d saved, %d discarded; %d pages staged ahead, %d hits, %d placed hot\n",
+			l.HistoriesLoaded, l.HistoriesSaved, l.HistoriesDiscarded, l.StagedPages, l.Hits, l.HotPages)
+	}
 	fmt.Fprintf(w, "stage-in: %s with O_DIRECT; %d small cold reads served from the backing file, %d pages staged in behind them\n",
 		units.FormatSize(int64(st.StagedDirect)), st.ReadAround, st.StagedBehind)
 	printIntegrity(w, st)

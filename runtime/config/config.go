@@ -47,7 +47,8 @@ type Config struct {
 	Tiers            []Tier        // fastest first
 	Placement        string        // bufferpool.Place*
 	Organizer        Organizer
-	LogLevel         string // a logrus level
+	LearnedPrefetch  LearnedPrefetch // access histories replayed at the next open (bufferpool/files learned.go)
+	LogLevel         string          // a logrus level
 	AllowOther       bool
 	Passthrough      bool
 	WritebackCache   bool                 // the kernel's FUSE writeback cache (fusefs.Options.WritebackCache)
@@ -87,6 +88,29 @@ type Tier struct {
 type Organizer struct {
 	Interval     time.Duration // negative: disabled
 	PromoteReads float64
+}
+
+// LearnedPrefetch configures the file layer's learned prefetch: access
+// histories kept under the first file tier's directory (history/).
+type LearnedPrefetch struct {
+	Enabled  bool
+	MaxPages int // pages one history keeps
+	MaxFiles int // histories kept
+}
+
+// HistoryDir is where the learned prefetch keeps its histories: history/
+// in the first file tier's directory; "" when it is off or no tier
+// persists (a RAM-only pool forgets everything at a restart anyway).
+func (c *Config) HistoryDir() string {
+	if !c.LearnedPrefetch.Enabled || c.Readahead == 0 {
+		return ""
+	}
+	for _, t := range c.Tiers {
+		if t.Kind == bufferpool.KindFile && t.Dir != "" {
+			return filepath.Join(t.Dir, "history")
+		}
+	}
+	return ""
 }
 
 // Error is a configuration error: File and Line locate it (both may be
@@ -457,6 +481,9 @@ func (c *Config) FilesOptions() files.Options {
 		Readahead:        c.Readahead,
 		BufferedStageIn:  !c.DirectStageIn,
 		Compress:         c.Compress,
+		HistoryDir:       c.HistoryDir(),
+		HistoryPages:     c.LearnedPrefetch.MaxPages,
+		HistoryFiles:     c.LearnedPrefetch.MaxFiles,
 	}
 	if o.Readahead == 0 {
 		o.Readahead = -1 // off (0 is the file layer's default)

@@ -134,7 +134,8 @@ modules:
 	fo := c.FilesOptions()
 	want := files.Options{Backing: "/lustre/proj", Mode: files.Writethrough, PageSize: 256 << 10,
 		FlushOnClose: true, Flushers: 8, BackingBandwidth: 20 << 20, NoSpaceWait: 5 * time.Second,
-		DrainTimeout: 2 * time.Minute, Readahead: 32 << 20}
+		DrainTimeout: 2 * time.Minute, Readahead: 32 << 20,
+		HistoryDir: "/scratch/iowarp/history", HistoryPages: 65536, HistoryFiles: 1024}
 	if !reflect.DeepEqual(fo, want) {
 		t.Errorf("FilesOptions = %+v, want %+v", fo, want)
 	}
@@ -187,7 +188,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad size", "tiers:\n  - name: ram\n    kind: ram\n    capacity: 64MiB\n  - name: nvme\n    kind: file\n    dir: /nvme\n    capacity: 12XB\n",
 			`c.yaml:8: tiers[1].capacity: "12XB" is not a size`},
 		{"unknown key", "mount: /x\nbakcing: /y\n",
-			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, cluster, compress, control_dir, direct_stage_in, drain_timeout, flush_on_close, flushers, format_helper_memory, fuse_io_uring, log_level, metrics_listen, mode, modules, mount, no_space_wait, oom_score_adj, organizer, page_size, passthrough, placement, readahead, scratch_dir, tiers, writeback_cache)`},
+			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, cluster, compress, control_dir, direct_stage_in, drain_timeout, flush_on_close, flushers, format_helper_memory, fuse_io_uring, learned_prefetch, log_level, metrics_listen, mode, modules, mount, no_space_wait, oom_score_adj, organizer, page_size, passthrough, placement, readahead, scratch_dir, tiers, writeback_cache)`},
 		{"helper memory too small", "format_helper_memory: 64MiB\n",
 			`c.yaml:1: format_helper_memory: "64MiB": 0 (the default) or at least 1GiB`},
 		{"unknown tier key", "tiers:\n  - name: r\n    kind: ram\n    size: 1G\n",
@@ -373,6 +374,42 @@ func TestReadaheadKey(t *testing.T) {
 	}
 	if _, err := Parse("c.yaml", []byte("readahead: lots\n")); err == nil || !strings.Contains(err.Error(), "c.yaml:1: readahead:") {
 		t.Errorf("readahead: lots: %v", err)
+	}
+}
+
+// TestLearnedPrefetchKeys: the histories live in history/ under the
+// first file tier; the learned prefetch is off when disabled, without
+// read-ahead, or without a file tier; bounds out of range are errors.
+func TestLearnedPrefetchKeys(t *testing.T) {
+	const tiers = "tiers:\n  - {name: ram, kind: ram, capacity: 64MiB}\n"
+	const fileTier = "  - {name: nvme, kind: file, dir: /local/nvme, capacity: 1GiB}\n"
+	cases := []struct {
+		name, yaml, want string
+		pages, files     int
+	}{
+		{"default", tiers + fileTier, "/local/nvme/history", 65536, 1024},
+		{"bounds", tiers + fileTier + "learned_prefetch: {max_pages: 100, max_files: 3}\n", "/local/nvme/history", 100, 3},
+		{"disabled", tiers + fileTier + "learned_prefetch: {enabled: false}\n", "", 65536, 1024},
+		{"no read-ahead", tiers + fileTier + "readahead: 0\n", "", 65536, 1024},
+		{"no file tier", tiers, "", 65536, 1024},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse("c.yaml", []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := c.FilesOptions()
+			if o.HistoryDir != tc.want || o.HistoryPages != tc.pages || o.HistoryFiles != tc.files {
+				t.Errorf("history dir %q, %d pages, %d files; want %q, %d, %d",
+					o.HistoryDir, o.HistoryPages, o.HistoryFiles, tc.want, tc.pages, tc.files)
+			}
+		})
+	}
+	for _, bad := range []string{"learned_prefetch: {max_pages: 1}\n", "learned_prefetch: {max_files: 0}\n", "learned_prefetch: {often: true}\n"} {
+		if _, err := Parse("c.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), "c.yaml:1: learned_prefetch.") {
+			t.Errorf("%q: %v, want an error naming the key", bad, err)
+		}
 	}
 }
 

@@ -51,6 +51,7 @@ func (d *decoder) top(n *yaml.Node) error {
 		"placement": d.enum(&c.Placement, bufferpool.PlaceMinimizeIOTime,
 			bufferpool.PlaceRoundRobin, bufferpool.PlaceRandom),
 		"organizer":            d.organizer,
+		"learned_prefetch":     d.learnedPrefetch,
 		"log_level":            d.logLevel(&c.LogLevel),
 		"allow_other":          d.boolean(&c.AllowOther),
 		"passthrough":          d.boolean(&c.Passthrough),
@@ -71,6 +72,15 @@ func (d *decoder) organizer(n *yaml.Node, key string) error {
 	return d.mapping(n, key, map[string]field{
 		"interval":      d.duration(&o.Interval, true),
 		"promote_reads": d.float(&o.PromoteReads, 0, math.MaxFloat64),
+	})
+}
+
+func (d *decoder) learnedPrefetch(n *yaml.Node, key string) error {
+	l := &d.c.LearnedPrefetch
+	return d.mapping(n, key, map[string]field{
+		"enabled":   d.boolean(&l.Enabled),
+		"max_pages": d.integer(&l.MaxPages, 16, 1<<24),
+		"max_files": d.integer(&l.MaxFiles, 1, 1<<20),
 	})
 }
 

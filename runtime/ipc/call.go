@@ -27,6 +27,7 @@ type Call struct {
 	comp     Completion
 	err      error
 	deadline time.Time // zero: none (CallTimeout < 0)
+	pos      uint64    // its position in the request ring (Taken)
 }
 
 // timer returns a channel that fires at the client's call deadline from
@@ -152,7 +153,8 @@ func (c *Client) submit(req Request, out Span) (*Call, error) {
 	c.pending[call.tag] = call
 	c.mu.Unlock()
 	req.Tag = call.tag
-	if err := c.enqueue(req); err != nil {
+	var err error
+	if call.pos, err = c.enqueue(req); err != nil {
 		c.mu.Lock()
 		delete(c.pending, call.tag)
 		c.mu.Unlock()
@@ -162,19 +164,40 @@ func (c *Client) submit(req Request, out Span) (*Call, error) {
 	return call, nil
 }
 
-func (c *Client) enqueue(req Request) error {
+func (c *Client) enqueue(req Request) (pos uint64, err error) {
 	c.mapMu.RLock()
 	defer c.mapMu.RUnlock()
 	if c.unmapped {
-		return ErrClosed
+		return 0, ErrClosed
 	}
 	if err := c.Err(); err != nil {
-		return err
+		return 0, err
 	}
-	if err := c.rq.Enqueue(req, time.Second); err != nil {
-		return fmt.Errorf("request ring: %w", err)
+	if pos, err = c.rq.EnqueuePos(req, time.Second); err != nil {
+		return 0, fmt.Errorf("request ring: %w", err)
 	}
-	return nil
+	return pos, nil
+}
+
+// Taken reports whether the daemon has taken the call off the request
+// ring: false while it waits there behind the calls the daemon is busy
+// with (a task Pending). Taken, the daemon runs it at once where nothing
+// waits behind it, else hands it to its worker pool, where it may still
+// wait for a worker: the ring does not tell those apart. A completed call,
+// or one of a closed client, is taken.
+func (call *Call) Taken() bool {
+	select {
+	case <-call.done:
+		return true
+	default:
+	}
+	c := call.c
+	c.mapMu.RLock()
+	defer c.mapMu.RUnlock()
+	if c.unmapped {
+		return true
+	}
+	return c.rq.Consumed() > call.pos
 }
 
 // Wait blocks until the call completes and returns its result; a method's

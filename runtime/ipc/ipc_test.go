@@ -170,3 +170,41 @@ func TestCallTimeout(t *testing.T) {
 		t.Fatalf("call after the stall: %v", err)
 	}
 }
+
+// TestCallTaken: a call behind one the daemon runs in its poller (the
+// ring was empty: inline) waits in the request ring, not taken, until
+// that one is done; then the daemon takes it. Before Taken, a submitted
+// call always looked in progress.
+func TestCallTaken(t *testing.T) {
+	srv, _ := newServer(t, sleeper{})
+	c := dial(t, srv)
+	m, err := c.Resolve("sleeper", "sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.Start(m, Span{}, Span{}, Span{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, first.Taken)
+	// The poller found nothing behind the first call and runs it itself
+	// for a second: give it the moment to get there.
+	time.Sleep(200 * time.Millisecond)
+	second, err := c.Start(m, Span{}, Span{}, Span{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Taken() || second.Poll() {
+		t.Fatal("the second call was taken while the poller runs the first")
+	}
+	if _, err := first.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, second.Taken)
+	if _, err := second.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !second.Taken() {
+		t.Fatal("a completed call is not taken")
+	}
+}

@@ -151,6 +151,12 @@ const maxClaimTries = 1 << 16
 
 // TryEnqueue adds x without waiting; ErrFull if no slot is free.
 func (r *Ring[T]) TryEnqueue(x T) error {
+	_, err := r.tryEnqueue(x)
+	return err
+}
+
+// tryEnqueue is TryEnqueue, returning the position x took.
+func (r *Ring[T]) tryEnqueue(x T) (uint64, error) {
 	for try := 0; try < maxClaimTries; try++ {
 		pos := load64(r.mem, rTail)
 		so := r.slotOff(pos)
@@ -163,31 +169,38 @@ func (r *Ring[T]) TryEnqueue(x T) error {
 			copy(r.mem[so+8:so+8+uint64(len(valueBytes(&x)))], valueBytes(&x))
 			store64(r.mem, so+slotSeq, pos+1)
 			r.wake(rConsWait, rWakeSeq, 1)
-			return nil
+			return pos, nil
 		case d < 0:
-			return ErrFull
+			return 0, ErrFull
 		}
 		if try&63 == 63 {
 			runtime.Gosched()
 		}
 	}
-	return fmt.Errorf("ring %v: tail never settles: %w", r.Pointer(), ErrCorrupt)
+	return 0, fmt.Errorf("ring %v: tail never settles: %w", r.Pointer(), ErrCorrupt)
 }
 
 // Enqueue adds x, waiting up to timeout for a free slot (ErrFull after).
 func (r *Ring[T]) Enqueue(x T, timeout time.Duration) error {
-	err := r.TryEnqueue(x)
+	_, err := r.EnqueuePos(x, timeout)
+	return err
+}
+
+// EnqueuePos is Enqueue that also returns the position x took in the
+// ring: the consumer has taken it once Consumed is past it.
+func (r *Ring[T]) EnqueuePos(x T, timeout time.Duration) (pos uint64, err error) {
+	pos, err = r.tryEnqueue(x)
 	if err != ErrFull || timeout <= 0 {
-		return err
+		return pos, err
 	}
 	deadline := time.Now().Add(timeout)
-	if r.spin(deadline, func() bool { err = r.TryEnqueue(x); return err != ErrFull }) {
-		return err
+	if r.spin(deadline, func() bool { pos, err = r.tryEnqueue(x); return err != ErrFull }) {
+		return pos, err
 	}
 	for {
 		seq := load32(r.mem, rSpaceSeq)
 		atomic.AddUint32(word32(r.mem, rProdWait), 1)
-		err = r.TryEnqueue(x)
+		pos, err = r.tryEnqueue(x)
 		if err == ErrFull {
 			if serr := r.sleep(rSpaceSeq, seq, deadline); serr != nil {
 				err = serr
@@ -196,12 +209,16 @@ func (r *Ring[T]) Enqueue(x T, timeout time.Duration) error {
 		atomic.AddUint32(word32(r.mem, rProdWait), ^uint32(0))
 		switch {
 		case err == ErrTimeout:
-			return ErrFull
+			return 0, ErrFull
 		case err != ErrFull:
-			return err
+			return pos, err
 		}
 	}
 }
+
+// Consumed is the number of entries the consumer has taken since the
+// ring was made: the entry at position pos is taken once Consumed() > pos.
+func (r *Ring[T]) Consumed() uint64 { return load64(r.mem, rHead) }
 
 // TryDequeue removes the oldest entry if one is ready.
 func (r *Ring[T]) TryDequeue() (T, bool) {
