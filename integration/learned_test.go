@@ -14,7 +14,7 @@ import (
 // first run left on the file tier.
 func TestLearnedPrefetchRestart(t *testing.T) {
 	const pages = 24
-	m := startMount(t, config{ram: "64MiB"})
+	m := startMount(t, config{ram: "64MiB", extra: "learned_prefetch: {enabled: true}\n"})
 	writeRandomFile(t, filepath.Join(m.backing, "input"), pages<<20, 5)
 	order := rand.New(rand.NewSource(11)).Perm(pages)
 	script := fmt.Sprintf(`

@@ -387,11 +387,12 @@ func TestLearnedPrefetchKeys(t *testing.T) {
 		name, yaml, want string
 		pages, files     int
 	}{
-		{"default", tiers + fileTier, "/local/nvme/history", 65536, 1024},
-		{"bounds", tiers + fileTier + "learned_prefetch: {max_pages: 100, max_files: 3}\n", "/local/nvme/history", 100, 3},
+		{"default (off)", tiers + fileTier, "", 65536, 1024},
+		{"enabled", tiers + fileTier + "learned_prefetch: {enabled: true}\n", "/local/nvme/history", 65536, 1024},
+		{"bounds", tiers + fileTier + "learned_prefetch: {enabled: true, max_pages: 100, max_files: 3}\n", "/local/nvme/history", 100, 3},
 		{"disabled", tiers + fileTier + "learned_prefetch: {enabled: false}\n", "", 65536, 1024},
-		{"no read-ahead", tiers + fileTier + "readahead: 0\n", "", 65536, 1024},
-		{"no file tier", tiers, "", 65536, 1024},
+		{"no read-ahead", tiers + fileTier + "readahead: 0\nlearned_prefetch: {enabled: true}\n", "", 65536, 1024},
+		{"no file tier", tiers + "learned_prefetch: {enabled: true}\n", "", 65536, 1024},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
