@@ -73,6 +73,8 @@ tiers:
     high_watermark: 0.8
     low_watermark: 0.5
 placement: round_robin
+learned_prefetch:
+  enabled: true
 organizer:
   interval: "off"
   promote_reads: 2
