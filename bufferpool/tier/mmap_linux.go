@@ -15,19 +15,26 @@ import (
 // about 3x cheaper for a 1 MiB page — but only for pages the daemon's page
 // tables already map. The first touch of a page through the mapping takes
 // a page fault (4 KiB at a time for writes), several times the cost of a
-// pwrite that allocates the same pages in the kernel. So the mapping
+// pwrite that allocates the same pages in the kernel; on these VMs even a
+// page mapped ahead with MADV_POPULATE_READ costs about 16 µs per 4 KiB
+// at its first access (the hypervisor's page tables), so that a 1 MiB
+// page staged in and read once through the mapping came back at about
+// 250 MB/s, against several GB/s with pread. A page is therefore mapped
+// at its second touch only, when it has shown it is hot. The mapping
 // records, per 4 KiB, what the daemon knows of each page:
 //
 //	resident: the segment wrote it (pwrite) since it was last punched
+//	seen:     it was also read once (with pread) since
 //	mapped:   it was copied through the mapping since (so it is mapped)
 //
-// Copies through the mapping go only where every page is resident:
-// mapped ones at memmove speed, resident ones after MADV_POPULATE_READ
-// maps them (fault-around, 16 pages a fault). Everything else — holes,
-// pages written by someone else, ranges past the mapping — takes
-// pread/pwrite, which then marks the pages resident. The bits are a
-// performance hint only: a copy through the mapping is correct for any
-// byte below the file size, whatever they say.
+// Copies through the mapping go only where every page is resident and
+// touched once already: mapped ones at memmove speed, the others after
+// MADV_POPULATE_READ maps them (a write to resident pages, a read of seen
+// ones). Everything else — a first read of resident pages, holes, pages
+// written by someone else, ranges past the mapping — takes pread/pwrite,
+// which then marks the pages resident (and seen, for a read). The bits
+// are a performance hint only: a copy through the mapping is correct for
+// any byte below the file size, whatever they say.
 //
 // Safety: the mapping is only ever touched below Segment.size, which is
 // never above the file's size: the segment grows the file before its
@@ -171,7 +178,8 @@ func (m *mapping) closeLocked() {
 }
 
 // usable reports whether [off, end) may be copied through the mapping
-// and how: 0 no, pageResident after populating, pageMapped at once. The
+// and how: 0 no; pageResident: a write after populating, a read with
+// pread; pageSeen after populating; pageMapped at once. The
 // caller guarantees end <= Segment.size.
 func (m *mapping) usable(off, end int64) int {
 	if off < 0 || end <= off || end > int64(len(m.mem)) || m.broken.Load() {
@@ -185,16 +193,30 @@ func (m *mapping) usable(off, end int64) int {
 func (m *mapping) readAt(p []byte, off int64) bool {
 	end := off + int64(len(p))
 	st := m.usable(off, end)
-	if st == 0 {
+	switch st {
+	case 0:
 		return false
+	case pageResident: // the first read: pread (see the top of the file)
+		m.pages.mark(off, end, pageSeen, false)
+		return false
+	case pageSeen:
+		m.populate(off, end)
 	}
 	if !m.copy(p, m.mem[off:end]) {
 		return false
 	}
-	if st == pageResident {
+	if st != pageMapped {
 		m.pages.mark(off, end, pageMapped, false)
 	}
 	return true
+}
+
+// populate maps the pages of [off, end) in one call rather than a fault
+// each; an old kernel without MADV_POPULATE_READ just faults.
+func (m *mapping) populate(off, end int64) {
+	lo := off &^ (osPage - 1)
+	hi := min((end+osPage-1)&^(osPage-1), int64(len(m.mem)))
+	unix.Madvise(m.mem[lo:hi], unix.MADV_POPULATE_READ)
 }
 
 // writeAt copies p to off if the pages allow it and reports whether it
@@ -205,17 +227,13 @@ func (m *mapping) writeAt(p []byte, off int64) bool {
 	if st == 0 {
 		return false
 	}
-	if st == pageResident {
-		// Map the pages with read faults (16 pages each) rather than a
-		// write fault per 4 KiB; an old kernel without it just faults.
-		lo := off &^ (osPage - 1)
-		hi := min((end+osPage-1)&^(osPage-1), int64(len(m.mem)))
-		unix.Madvise(m.mem[lo:hi], unix.MADV_POPULATE_READ)
+	if st != pageMapped {
+		m.populate(off, end) // a write fault per 4 KiB otherwise
 	}
 	if !m.copy(m.mem[off:end], p) {
 		return false
 	}
-	if st == pageResident {
+	if st != pageMapped {
 		m.pages.mark(off, end, pageMapped, true)
 	}
 	return true
@@ -253,7 +271,8 @@ func (m *mapping) copy(dst, src []byte) (ok bool) {
 // Page states, as usable and pageBits.state report them.
 const (
 	pageResident = 1
-	pageMapped   = 2
+	pageSeen     = 2
+	pageMapped   = 3
 )
 
 // pageBits holds two bits per 4 KiB page of a segment, in 2 MiB leaves
@@ -264,7 +283,7 @@ type pageBits struct {
 }
 
 type pageLeaf struct {
-	resident, mapped [1 << leafShift / 64]atomic.Uint64
+	resident, seen, mapped [1 << leafShift / 64]atomic.Uint64
 }
 
 // each calls fn for every (leaf, word, mask) covering the pages that
@@ -298,7 +317,8 @@ func (b *pageBits) each(off, end int64, create bool, fn func(l *pageLeaf, w int,
 }
 
 // state is pageMapped if every page overlapping [off, end) is mapped,
-// else pageResident if every one is resident, else 0.
+// else pageSeen if every one was seen (or mapped), else pageResident if
+// every one is resident, else 0.
 func (b *pageBits) state(off, end int64) int {
 	st := pageMapped
 	b.each(off, end, false, func(l *pageLeaf, w int, mask uint64) bool {
@@ -306,7 +326,10 @@ func (b *pageBits) state(off, end int64) int {
 			st = 0
 			return false
 		}
-		if l.mapped[w].Load()&mask != mask {
+		if st == pageMapped && l.mapped[w].Load()&mask != mask {
+			st = pageSeen
+		}
+		if st == pageSeen && (l.seen[w].Load()|l.mapped[w].Load())&mask != mask {
 			st = pageResident
 		}
 		return true
@@ -314,13 +337,17 @@ func (b *pageBits) state(off, end int64) int {
 	return st
 }
 
-// mark sets the bits of the pages overlapping [off, end): resident, or
-// resident and mapped. Without create it skips pages without a leaf.
+// mark sets the bits of the pages overlapping [off, end): resident, and
+// seen or mapped as st says. Without create it skips pages without a
+// leaf.
 func (b *pageBits) mark(off, end int64, st int, create bool) {
 	b.each(off, end, create, func(l *pageLeaf, w int, mask uint64) bool {
 		if l != nil {
 			l.resident[w].Or(mask)
-			if st == pageMapped {
+			switch st {
+			case pageSeen:
+				l.seen[w].Or(mask)
+			case pageMapped:
 				l.mapped[w].Or(mask)
 			}
 		}
@@ -333,6 +360,7 @@ func (b *pageBits) clear(off, end int64) {
 	b.each(off, end, false, func(l *pageLeaf, w int, mask uint64) bool {
 		if l != nil {
 			l.resident[w].And(^mask)
+			l.seen[w].And(^mask)
 			l.mapped[w].And(^mask)
 		}
 		return true
