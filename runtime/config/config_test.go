@@ -389,7 +389,7 @@ func TestLearnedPrefetchKeys(t *testing.T) {
 		name, yaml, want string
 		pages, files     int
 	}{
-		{"default (off)", tiers + fileTier, "", 65536, 1024},
+		{"default", tiers + fileTier, "/local/nvme/history", 65536, 1024},
 		{"enabled", tiers + fileTier + "learned_prefetch: {enabled: true}\n", "/local/nvme/history", 65536, 1024},
 		{"bounds", tiers + fileTier + "learned_prefetch: {enabled: true, max_pages: 100, max_files: 3}\n", "/local/nvme/history", 100, 3},
 		{"disabled", tiers + fileTier + "learned_prefetch: {enabled: false}\n", "", 65536, 1024},
