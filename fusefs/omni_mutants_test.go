@@ -191,22 +191,42 @@ func TestOMNIMutants(t *testing.T) {
 		}
 		ms = append(ms, mutant{name, "base.zarr/" + pick + ": " + how, b.format})
 	}
-	// The vendored malformed corpus (HDF5 files that crash, hang or
-	// mislead libhdf5) joins the mutants.
-	for _, dir := range []string{"hdf5-malformed", "hdf5-cve"} {
-		es, err := os.ReadDir(filepath.Join("..", "formats", "testdata", dir))
+	// The vendored malformed corpora (HDF5 files that crash, hang or
+	// mislead libhdf5; NetCDF headers that lie; damaged Zarr stores)
+	// join the mutants.
+	for _, c := range []struct{ dir, ext, format string }{
+		{"hdf5-malformed", ".h5", "hdf5"}, {"hdf5-cve", ".h5", "hdf5"},
+		{"netcdf-malformed", ".nc", "netcdf"}, {"zarr-malformed", ".zarr", "zarr"},
+	} {
+		dir := filepath.Join("..", "formats", "testdata", c.dir)
+		es, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatalf("the vendored corpus: %v", err)
 		}
+		k := 0
 		for _, e := range es {
-			if strings.HasSuffix(e.Name(), ".h5") {
-				data, err := os.ReadFile(filepath.Join("..", "formats", "testdata", dir, e.Name()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				put(e.Name(), data)
-				ms = append(ms, mutant{e.Name(), dir, "hdf5"})
+			if !strings.HasSuffix(e.Name(), c.ext) {
+				continue
 			}
+			err := filepath.WalkDir(filepath.Join(dir, e.Name()), func(p string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				data, err := os.ReadFile(p)
+				if err == nil {
+					rel, _ := filepath.Rel(dir, p)
+					put(filepath.Join(c.dir, rel), data)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms = append(ms, mutant{filepath.Join(c.dir, e.Name()), c.dir, c.format})
+			k++
+		}
+		if k == 0 {
+			t.Fatalf("no %s in %s", c.ext, dir)
 		}
 	}
 
