@@ -250,11 +250,24 @@ func TestOMNIMutants(t *testing.T) {
 		if !om.alive() || om.pid() != pid {
 			t.Fatalf("after %d mutants: the daemon (pid %d) exited: %v", i, pid, om.waitErr)
 		}
-		name := fmt.Sprintf("good%03d.h5", i)
-		copyIn(t, filepath.Join(fx, "grid.h5"), filepath.Join(om.dir, name))
-		if b, err := os.ReadFile(filepath.Join(om.dir, ".omni", name, "temperature", "data.raw")); err != nil || len(b) != 6*20*30*4 {
-			t.Fatalf("after %d mutants: a good file: %v (%d bytes)", i, err, len(b))
+		// A second fresh copy when the first fails: on loaded CPUs the
+		// first read of a file can pass the 4 s helper deadline (a
+		// failure the views remember for that file).
+		var err error
+		for try := range 2 {
+			name := fmt.Sprintf("good%03d-%d.h5", i, try)
+			copyIn(t, filepath.Join(fx, "grid.h5"), filepath.Join(om.dir, name))
+			var b []byte
+			b, err = os.ReadFile(filepath.Join(om.dir, ".omni", name, "temperature", "data.raw"))
+			if err == nil && len(b) != 6*20*30*4 {
+				err = fmt.Errorf("%d bytes", len(b))
+			}
+			if err == nil {
+				return
+			}
+			t.Logf("after %d mutants: a good file, try %d: %v", i, try, err)
 		}
+		t.Fatalf("after %d mutants: a good file: %v", i, err)
 	}
 	tviews := time.Now()
 	good(0)
@@ -332,6 +345,10 @@ func TestOMNIMutants(t *testing.T) {
 		}
 		if (i+1)%10 == 0 {
 			good(i + 1)
+		}
+		if (i+1)%100 == 0 {
+			t.Logf("%d of %d: %d equal, %d EIO, %d not listed, %d different; daemon RSS %d MiB, peak %d MiB",
+				i+1, len(ms), equal, eio, missing, different, om.status(t, "VmRSS")>>20, om.status(t, "VmHWM")>>20)
 		}
 	}
 	good(len(ms))
