@@ -26,7 +26,9 @@ func TestMain(m *testing.M) {
 	runtime.GOMAXPROCS(max(8, runtime.GOMAXPROCS(0)))
 	// The io_uring variant enables the system-wide enable_uring: put it
 	// back afterwards.
-	os.Exit(leakcheck.Run(func() int { return fuseuring.Preserve(m.Run) }))
+	code := leakcheck.Run(func() int { return fuseuring.Preserve(m.Run) })
+	removeDaemonBin()
+	os.Exit(code)
 }
 
 var modes = []files.Mode{files.Writeback, files.Writethrough, files.Scratch}

@@ -18,8 +18,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/iowarp/iowarp/bufferpool/files"
 )
 
 // omniZarrMake writes a Zarr v2 store of two arrays, zlib and blosc.
@@ -98,11 +96,13 @@ var plainName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 // zarr; in a forked child that may crash) reads must read the same
 // through the views or fail with EIO, and every file of its view tree
 // must read or fail with EIO (ENOENT for an entry gone), within the
-// helper deadline's bound. The daemon (this process, which serves the
-// mount: a crash of it ends the test) keeps serving: a fresh copy of a
-// good file reads after every tenth mutant, and its peak RSS grows by
-// less than 256 MiB. IOWARP_MUTANTS sets the count (default 60; 300 is
-// the full run), IOWARP_MUTANT_SEED the seed.
+// helper deadline's bound. The daemon is a real `iowarp mount` child
+// process: after every tenth mutant it is still the process started
+// (same pid, not exited) and a fresh copy of a good file reads through
+// it; at the end its peak RSS (VmHWM) has grown by less than 256 MiB
+// and its RSS by less than 128 MiB. IOWARP_MUTANTS sets the count per
+// valid file (default 15: 60 mutants; the full run is 300 of each),
+// IOWARP_MUTANT_SEED the seed.
 func TestOMNIMutants(t *testing.T) {
 	py := omniPython(t)
 	if out, err := exec.Command(py, "-c", "import zarr, numcodecs").CombinedOutput(); err != nil {
@@ -111,7 +111,7 @@ func TestOMNIMutants(t *testing.T) {
 		}
 		t.Fatalf("import zarr: %v\n%s", err, out)
 	}
-	n, seed := 60, uint64(13)
+	n, seed := 15, uint64(13)
 	if s := os.Getenv("IOWARP_MUTANTS"); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1 {
@@ -137,7 +137,8 @@ func TestOMNIMutants(t *testing.T) {
 		{filepath.Join(fx, "classic.nc"), ".nc", "netcdf"},
 		{zs, ".zarr", "zarr"},
 	}
-	om := newOMNIMountWith(t, omniConfig{mode: files.Writeback, helperMem: 2 << 30})
+	om := startDaemon(t, omniHelperDeadline, 2<<30)
+	pid := om.pid()
 	ref := t.TempDir() // the same bytes, outside the mount, for the reference
 	r := rand.New(rand.NewPCG(seed, 0x6f6d6e69))
 
@@ -154,7 +155,7 @@ func TestOMNIMutants(t *testing.T) {
 			}
 		}
 	}
-	for i := range n {
+	for i := range n * len(bases) {
 		b := bases[i%len(bases)]
 		name := fmt.Sprintf("m%03d%s", i, b.ext)
 		if b.format != "zarr" {
@@ -191,22 +192,42 @@ func TestOMNIMutants(t *testing.T) {
 		}
 		ms = append(ms, mutant{name, "base.zarr/" + pick + ": " + how, b.format})
 	}
-	// The vendored malformed corpus (HDF5 files that crash, hang or
-	// mislead libhdf5) joins the mutants.
-	for _, dir := range []string{"hdf5-malformed", "hdf5-cve"} {
-		es, err := os.ReadDir(filepath.Join("..", "formats", "testdata", dir))
+	// The vendored malformed corpora (HDF5 files that crash, hang or
+	// mislead libhdf5; NetCDF headers that lie; damaged Zarr stores)
+	// join the mutants.
+	for _, c := range []struct{ dir, ext, format string }{
+		{"hdf5-malformed", ".h5", "hdf5"}, {"hdf5-cve", ".h5", "hdf5"},
+		{"netcdf-malformed", ".nc", "netcdf"}, {"zarr-malformed", ".zarr", "zarr"},
+	} {
+		dir := filepath.Join("..", "formats", "testdata", c.dir)
+		es, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatalf("the vendored corpus: %v", err)
 		}
+		k := 0
 		for _, e := range es {
-			if strings.HasSuffix(e.Name(), ".h5") {
-				data, err := os.ReadFile(filepath.Join("..", "formats", "testdata", dir, e.Name()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				put(e.Name(), data)
-				ms = append(ms, mutant{e.Name(), dir, "hdf5"})
+			if !strings.HasSuffix(e.Name(), c.ext) {
+				continue
 			}
+			err := filepath.WalkDir(filepath.Join(dir, e.Name()), func(p string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				data, err := os.ReadFile(p)
+				if err == nil {
+					rel, _ := filepath.Rel(dir, p)
+					put(filepath.Join(c.dir, rel), data)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms = append(ms, mutant{filepath.Join(c.dir, e.Name()), c.dir, c.format})
+			k++
+		}
+		if k == 0 {
+			t.Fatalf("no %s in %s", c.ext, dir)
 		}
 	}
 
@@ -226,18 +247,33 @@ func TestOMNIMutants(t *testing.T) {
 	t.Logf("reference readers: %v", time.Since(tref).Round(time.Millisecond))
 	good := func(i int) {
 		t.Helper()
-		name := fmt.Sprintf("good%03d.h5", i)
-		copyIn(t, filepath.Join(fx, "grid.h5"), filepath.Join(om.dir, name))
-		if b, err := os.ReadFile(filepath.Join(om.dir, ".omni", name, "temperature", "data.raw")); err != nil || len(b) != 6*20*30*4 {
-			t.Fatalf("after %d mutants: a good file: %v (%d bytes)", i, err, len(b))
+		if !om.alive() || om.pid() != pid {
+			t.Fatalf("after %d mutants: the daemon (pid %d) exited: %v", i, pid, om.waitErr)
 		}
+		// A second fresh copy when the first fails: on loaded CPUs the
+		// first read of a file can pass the 4 s helper deadline (a
+		// failure the views remember for that file).
+		var err error
+		for try := range 2 {
+			name := fmt.Sprintf("good%03d-%d.h5", i, try)
+			copyIn(t, filepath.Join(fx, "grid.h5"), filepath.Join(om.dir, name))
+			var b []byte
+			b, err = os.ReadFile(filepath.Join(om.dir, ".omni", name, "temperature", "data.raw"))
+			if err == nil && len(b) != 6*20*30*4 {
+				err = fmt.Errorf("%d bytes", len(b))
+			}
+			if err == nil {
+				return
+			}
+			t.Logf("after %d mutants: a good file, try %d: %v", i, try, err)
+		}
+		t.Fatalf("after %d mutants: a good file: %v", i, err)
 	}
 	tviews := time.Now()
 	good(0)
-	hwm := vmHWM(t)
-	pid := os.Getpid()
+	hwm, rss := om.status(t, "VmHWM"), om.status(t, "VmRSS")
 	bound := 4*omniHelperDeadline + 10*time.Second
-	var equal, eio, missing, extra int
+	var equal, eio, missing, extra, different int
 	var slowest time.Duration
 	for i, m := range ms {
 		var want map[string]struct {
@@ -266,6 +302,7 @@ func TestOMNIMutants(t *testing.T) {
 				case errors.Is(err, errPastLimit):
 					t.Errorf("%s (%s) %s: more than the %d bytes the reference reads (shape %v)", m.name, m.how, p, len(wb), w.Shape)
 				case err == nil && !slices.Equal(got, wb):
+					different++
 					t.Errorf("%s (%s) %s: %d bytes read, the reference reads %d other ones (shape %v)", m.name, m.how, p, len(got), len(wb), w.Shape)
 				case err == nil:
 					equal++
@@ -309,18 +346,20 @@ func TestOMNIMutants(t *testing.T) {
 		if (i+1)%10 == 0 {
 			good(i + 1)
 		}
+		if (i+1)%100 == 0 {
+			t.Logf("%d of %d: %d equal, %d EIO, %d not listed, %d different; daemon RSS %d MiB, peak %d MiB",
+				i+1, len(ms), equal, eio, missing, different, om.status(t, "VmRSS")>>20, om.status(t, "VmHWM")>>20)
+		}
 	}
 	good(len(ms))
 	t.Logf("views: %v", time.Since(tviews).Round(time.Millisecond))
-	grew := vmHWM(t) - hwm
-	if grew > 256<<20 {
-		t.Errorf("the daemon's peak RSS grew by %d MiB over %d mutants", grew>>20, len(ms))
+	grew, rssGrew := om.status(t, "VmHWM")-hwm, om.status(t, "VmRSS")-rss
+	if grew > 256<<20 || rssGrew > 128<<20 {
+		t.Errorf("over %d mutants the daemon's peak RSS grew by %d MiB, its RSS by %d MiB", len(ms), grew>>20, rssGrew>>20)
 	}
-	if os.Getpid() != pid {
-		t.Errorf("pid %d, was %d", os.Getpid(), pid)
-	}
-	t.Logf("%d mutants (seed %d): %d variables equal to the reference, %d EIO, %d not listed; %d files the reference reads nothing of that the views open; slowest %v; peak RSS +%d MiB",
-		len(ms), seed, equal, eio, missing, extra, slowest.Round(time.Millisecond), grew>>20)
+	helperLines := strings.Count(om.logText(), "format helper")
+	t.Logf("%d mutants (seed %d): %d variables equal to the reference, %d EIO, %d not listed, %d different; %d files the reference reads nothing of that the views open; slowest %v; daemon pid %d alive, peak RSS +%d MiB, RSS %+d MiB; %d log lines on helpers killed or crashed",
+		len(ms), seed, equal, eio, missing, different, extra, slowest.Round(time.Millisecond), pid, grew>>20, rssGrew>>20, helperLines)
 	if equal == 0 {
 		t.Error("no variable of any mutant read equal to the reference: the check compares nothing")
 	}

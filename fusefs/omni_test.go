@@ -92,6 +92,7 @@ type omniConfig struct {
 	retryAfter time.Duration
 	wrap       func(Formats) Formats // around the helper pool
 	helperMem  uint64                // helper.Options.MemoryLimit
+	deadline   time.Duration         // helper.Options.Deadline; 0: omniHelperDeadline
 }
 
 // newOMNIMountWith is newOMNIMountMode as c says.
@@ -125,7 +126,10 @@ func newOMNIMountWith(t *testing.T, c omniConfig) *omniMount {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fsys.Close() })
-	om.fmts = helper.New(helper.Options{Size: 2, Deadline: omniHelperDeadline, MemoryLimit: c.helperMem})
+	if c.deadline == 0 {
+		c.deadline = omniHelperDeadline
+	}
+	om.fmts = helper.New(helper.Options{Size: 2, Deadline: c.deadline, MemoryLimit: c.helperMem})
 	t.Cleanup(func() { om.fmts.Close() })
 	var fmts Formats = om.fmts
 	if c.wrap != nil {

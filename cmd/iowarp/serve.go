@@ -91,8 +91,9 @@ func serve(cfg *config.Config, ready *os.File) error {
 	return d.close()
 }
 
-// omniDeadline bounds one format-helper request of the /.omni views: a
-// file that makes the reader loop costs this, then EIO.
+// omniDeadline bounds one format-helper request of the /.omni views
+// unless the config's format_helper_deadline says otherwise: a file that
+// makes the reader loop costs this, then EIO.
 const omniDeadline = 20 * time.Second
 
 func backingName(cfg *config.Config) string {
@@ -183,7 +184,11 @@ func (d *daemon) open() error {
 		return err
 	}
 	// The views log helper failures themselves, one line each.
-	d.fmts = helper.New(helper.Options{Size: 2, Deadline: omniDeadline, MemoryLimit: uint64(cfg.FormatHelperMemory)})
+	deadline := omniDeadline
+	if cfg.FormatHelperDeadline > 0 {
+		deadline = cfg.FormatHelperDeadline
+	}
+	d.fmts = helper.New(helper.Options{Size: 2, Deadline: deadline, MemoryLimit: uint64(cfg.FormatHelperMemory)})
 	uring, err := fuseuring.ParseMode(cfg.FuseIoUring)
 	if err != nil {
 		return err

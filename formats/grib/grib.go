@@ -76,6 +76,9 @@ type message struct {
 	off, size int64
 	v         *omni.Variable
 	points    int64
+	// altRows: alternativeRowScanning, odd rows run the other way
+	// (boustrophedonic); cfgrib reverses them, so values do too.
+	altRows bool
 }
 
 // coordVar is a coordinate variable held in memory.
@@ -199,6 +202,7 @@ type info struct {
 	kind     int // gridRegular, grid2D, gridPoints
 	lat, lon []float64
 	points   int64
+	altRows  bool
 }
 
 const (
@@ -289,6 +293,7 @@ func (gf *File) readInfo(off, size int64) (*info, error) {
 	if int64(len(lat)) != n || int64(len(lon)) != n {
 		return nil, fmt.Errorf("%d latitudes, %d longitudes for %d points: %w", len(lat), len(lon), n, errCorrupt)
 	}
+	in.altRows = geti("alternativeRowScanning") == 1
 	ni, nj := geti("Ni"), geti("Nj")
 	nx, ny := geti("Nx"), geti("Ny")
 	switch gt := in.keys["gridType"]; {
@@ -413,7 +418,7 @@ func (gf *File) addMessage(in *info, name string, i, grid int, ext [2]int64) {
 	}
 	v.Attrs = append(v.Attrs, omni.IntAttr("GRIB_message", int64(i+1)))
 	gf.ds.Root.AddVariable(v)
-	gf.msgs[v.Path] = &message{off: ext[0], size: ext[1], v: v, points: in.points}
+	gf.msgs[v.Path] = &message{off: ext[0], size: ext[1], v: v, points: in.points, altRows: in.altRows}
 }
 
 // Dataset returns the tree.
@@ -490,8 +495,29 @@ func (gf *File) values(m *message) ([]float32, error) {
 		}
 		out[i] = float32(x)
 	}
+	if err := reverseOddRows(m, out); err != nil {
+		return nil, err
+	}
 	gf.last.m, gf.last.vals = m, out
 	return out, nil
+}
+
+// reverseOddRows puts the odd rows of a message scanned alternately
+// (boustrophedonic) in the direction of the even ones, as cfgrib does;
+// a message read per point has no rows to reverse: its values are not
+// cfgrib's, and reading it fails.
+func reverseOddRows(m *message, vals []float32) error {
+	if !m.altRows {
+		return nil
+	}
+	if len(m.v.Shape) != 2 {
+		return fmt.Errorf("alternativeRowScanning on a grid of shape %v: %w", m.v.Shape, omni.ErrNotSupported)
+	}
+	cols := int(m.v.Shape[1])
+	for r := 1; (r+1)*cols <= len(vals); r += 2 {
+		slices.Reverse(vals[r*cols : (r+1)*cols])
+	}
+	return nil
 }
 
 // pick calls put(k, src) for the k-th selected element of h (C order)

@@ -3,12 +3,16 @@ package zarr_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iowarp/iowarp/formats/helper"
+	"github.com/iowarp/iowarp/formats/omni"
 	"github.com/iowarp/iowarp/formats/zarr"
 )
 
@@ -44,5 +48,60 @@ func TestHelperViews(t *testing.T) {
 	}
 	if n < 20 {
 		t.Fatalf("%d variables read", n)
+	}
+}
+
+// TestZarrMalformed: the vendored malformed stores
+// (formats/testdata/zarr-malformed), opened and read in a helper as the
+// views do: the damaged array ("bad", or the bare store's array) fails
+// or is not listed, the good one reads its values, and a store that
+// fails as a whole fails with a clear error, never a crash or a hang.
+func TestZarrMalformed(t *testing.T) {
+	stores, _ := filepath.Glob("../testdata/zarr-malformed/*.zarr")
+	if len(stores) < 10 {
+		t.Fatalf("%d stores in the corpus", len(stores))
+	}
+	p := helper.New(helper.Options{Size: 1, Deadline: 10 * time.Second, Logf: t.Logf})
+	defer p.Close()
+	root, _ := filepath.Abs("../testdata/zarr-malformed")
+	ctx := helper.WithAs(context.Background(), helper.As{Root: root})
+	goods := 0
+	for _, s := range stores {
+		s, _ = filepath.Abs(s)
+		name := filepath.Base(s)
+		ds, err := p.Open(ctx, s)
+		if err != nil {
+			if errors.Is(err, helper.ErrTimeout) || errors.Is(err, helper.ErrCrashed) {
+				t.Errorf("%s: %v", name, err)
+			}
+			t.Logf("%s: %v", name, err)
+			continue
+		}
+		for _, v := range ds.Variables() {
+			got, err := p.ReadAll(ctx, s, v)
+			switch {
+			case v.Path == "/good" && err == nil:
+				want := make([]byte, 0, len(got))
+				for i := range omni.All(v.Shape).Len() {
+					want = binary.LittleEndian.AppendUint32(want, uint32(i))
+					if v.DType == omni.Int16 {
+						want = want[:len(want)-2]
+					}
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s /good: %v, want 0 1 2 ...", name, got)
+				}
+				goods++
+			case v.Path == "/good":
+				t.Errorf("%s /good: %v", name, err)
+			case err == nil:
+				t.Errorf("%s %s: read %d bytes of a damaged array", name, v.Path, len(got))
+			case errors.Is(err, helper.ErrTimeout) || errors.Is(err, helper.ErrCrashed):
+				t.Errorf("%s %s: %v", name, v.Path, err)
+			}
+		}
+	}
+	if goods < len(stores)-3 {
+		t.Errorf("the good array read in %d stores of %d", goods, len(stores))
 	}
 }

@@ -258,3 +258,75 @@ func TestSeparator(t *testing.T) {
 		})
 	}
 }
+
+// TestUnreadableArrays: arrays this package cannot read (numcodecs
+// filters Delta and FixedScaleOffset, a unicode dtype, a .zarray cut
+// short) fail alone: the store opens, every other array reads equal to
+// zarr-python's read, the filtered arrays are variables whose reads fail
+// with ErrNotSupported, and the root's zarr_unreadable names each with
+// its reason. A bare-array store (the root is an array) is a dataset of
+// that array. Before, the cut .zarray failed the whole store, the
+// unicode array vanished without a trace and a bare-array store did not
+// open.
+func TestUnreadableArrays(t *testing.T) {
+	needZarrPython(t)
+	dir := t.TempDir()
+	runPython(t, "testdata/make_partial.py", dir)
+	if n := checkStore(t, filepath.Join(dir, "bare.zarr"), filepath.Join(dir, "bare")); n != 1 {
+		t.Fatalf("bare-array store: %d arrays compared", n)
+	}
+	s, err := Open(filepath.Join(dir, "partial"))
+	if err != nil {
+		t.Fatalf("a store with unreadable arrays: %v", err)
+	}
+	ds := s.Dataset()
+	for _, p := range []string{"/ok", "/sub/ok2"} {
+		v, err := ds.Var(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := os.ReadFile(filepath.Join(dir, "partial."+strings.ReplaceAll(p[1:], "/", "~")+".bin"))
+		if got, err := omni.ReadAll(s, v); err != nil || !bytes.Equal(got, want) || len(want) == 0 {
+			t.Errorf("%s: %d bytes, %v; zarr-python reads %d others", p, len(got), err, len(want))
+		}
+	}
+	for _, p := range []string{"/delta", "/fso"} {
+		v, err := ds.Var(p)
+		if err != nil {
+			t.Fatalf("%s is not listed: %v", p, err)
+		}
+		if _, err := omni.ReadAll(s, v); !errors.Is(err, omni.ErrNotSupported) || !strings.Contains(err.Error(), "filters") {
+			t.Errorf("%s: read %v, want filters: ErrNotSupported", p, err)
+		}
+	}
+	for _, p := range []string{"/text", "/broken"} {
+		if _, err := ds.Var(p); err == nil {
+			t.Errorf("%s is a variable", p)
+		}
+	}
+	why := omni.AttrString(ds.Root.Attrs, AttrUnreadable)
+	for _, w := range []string{`broken: .zarray: corrupt`, `delta: v2 filters "delta"`, `fso: v2 filters "fixedscaleoffset"`, `text: numpy dtype "<U3"`} {
+		if !strings.Contains(why, w) {
+			t.Errorf("zarr_unreadable %q does not say %q", why, w)
+		}
+	}
+}
+
+// TestBareArrayV3: a v3 store whose root is an array is a dataset of it.
+func TestBareArrayV3(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "level.zarr")
+	write(t, filepath.Join(dir, "zarr.json"), []byte(`{"zarr_format":3,"node_type":"array","shape":[5],"data_type":"uint8",`+
+		`"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[3]}},"chunk_key_encoding":{"name":"default"},"fill_value":9,"codecs":[{"name":"bytes"}]}`))
+	write(t, filepath.Join(dir, "c", "0"), []byte{1, 2, 3})
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Dataset().Var("/level")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := omni.ReadAll(s, v); err != nil || !bytes.Equal(got, []byte{1, 2, 3, 9, 9}) {
+		t.Fatalf("level: %v %v", got, err)
+	}
+}

@@ -65,7 +65,7 @@ func (s *Store) openV3() error {
 		return err
 	}
 	if n.NodeType != "group" {
-		return fmt.Errorf("a bare array store: %w", omni.ErrNotSupported)
+		return s.rootArray(func(name string) error { return s.arrayV3(s.dir, n, s.ds.Root, name) })
 	}
 	return s.groupV3(s.dir, n, s.ds.Root, 0)
 }
@@ -86,16 +86,17 @@ func (s *Store) groupV3(dir string, n *v3Node, g *omni.Group, depth int) error {
 			continue
 		}
 		cn, err := readV3(sub)
-		if err != nil {
-			return fmt.Errorf("%s: %w", de.Name(), err)
-		}
-		if cn.NodeType == "group" {
-			err = s.groupV3(sub, cn, g.Child(de.Name()), depth+1)
-		} else if err = s.arrayV3(sub, cn, g, de.Name()); err != nil {
-			err = fmt.Errorf("array %s: %w", de.Name(), err)
-		}
-		if err != nil {
-			return err
+		switch {
+		case err != nil:
+			unreadable(g, de.Name(), err)
+		case cn.NodeType == "group":
+			if err := s.groupV3(sub, cn, g.Child(de.Name()), depth+1); err != nil {
+				return err
+			}
+		default:
+			if err := s.arrayV3(sub, cn, g, de.Name()); err != nil {
+				unreadable(g, de.Name(), err)
+			}
 		}
 	}
 	return nil
@@ -113,11 +114,11 @@ func (s *Store) arrayV3(dir string, n *v3Node, g *omni.Group, name string) error
 	}
 	var dt string
 	if json.Unmarshal(n.DataType, &dt) != nil {
-		return nil // extension data types have no OMNI form
+		return fmt.Errorf("data type %s: %w", n.DataType, omni.ErrNotSupported)
 	}
 	t := omni.DType(dt)
 	if !t.Valid() || t.IsString() || t.Size() <= 0 {
-		return nil
+		return fmt.Errorf("data type %q: %w", dt, omni.ErrNotSupported)
 	}
 	attrs, dims := parseAttrs(n.Attributes)
 	if names := dimensionNames(n.DimensionNames); names != nil {
@@ -125,7 +126,9 @@ func (s *Store) arrayV3(dir string, n *v3Node, g *omni.Group, name string) error
 	}
 	v := g.AddVariable(&omni.Variable{Name: name, DType: t, Shape: n.Shape, Dims: defaultDims(dims, name, len(n.Shape)), Chunks: grid, Attrs: attrs})
 	a := &array{v: v, dir: dir, size: t.Size()}
-	a.readErr = a.v3Layout(n)
+	if a.readErr = a.v3Layout(n); a.readErr != nil {
+		unreadable(g, name, a.readErr)
+	}
 	for _, c := range n.Codecs {
 		v.Filters = append(v.Filters, c.Name)
 	}

@@ -11,11 +11,20 @@
 // Zarr v3 (zarr.json): data types bool, intN, uintN, floatN; codecs
 // transpose, bytes (either endian), blosc, gzip, zstd, crc32c and
 // sharding_indexed (index at the end or start, bytes and crc32c index
-// codecs, one level); chunk key encodings default and v2. Filters and
-// other codecs are listed but reading the array fails with
-// omni.ErrNotSupported. A chunk is decoded whole, so its decoded size is
-// bounded (maxChunk); a sharded array reads one shard's index and inner
-// chunk per inner chunk, never the whole shard.
+// codecs, one level); chunk key encodings default and v2. A store whose
+// root is an array (a bare-array store, v2 or v3) is a dataset of that one
+// array, named after the directory (less its .zarr extension).
+//
+// One array never fails the store. An array with v2 filters (Delta,
+// FixedScaleOffset, ...), another codec or storage transformer not listed
+// here is a variable whose reads fail with omni.ErrNotSupported (EIO on a
+// view); an array with no OMNI type (v2 unicode, object or structured
+// dtypes; v3 string and extension types) or with metadata that cannot be
+// read is not a variable. Both are named, with the reason, in the
+// attribute zarr_unreadable of their group ("NAME: reason", one string
+// each), which `iowarp describe` prints. A chunk is decoded whole, so its
+// decoded size is bounded (maxChunk); a sharded array reads one shard's
+// index and inner chunk per inner chunk, never the whole shard.
 //
 // The OMNI on-disk format ("export --format omni" or "zarr") is a Zarr
 // v2 store written by Write: CF attributes kept, _ARRAY_DIMENSIONS on
@@ -45,6 +54,10 @@ import (
 
 // Manifest is the name of the OMNI manifest at the root of a store.
 const Manifest = "omni.json"
+
+// AttrUnreadable is the group attribute that names the arrays of the
+// group that cannot be read, with the reason ("NAME: reason").
+const AttrUnreadable = "zarr_unreadable"
 
 func init() {
 	omni.Register(omni.Driver{
@@ -137,9 +150,44 @@ func (s *Store) openTree() error {
 	}
 	s.loadConsolidated()
 	if s.cons == nil && exists(filepath.Join(s.dir, ".zarray")) {
-		return fmt.Errorf("a bare array store: %w", omni.ErrNotSupported)
+		s.ds.Root.Attrs = nil
+		return s.rootArray(func(name string) error { return s.array(s.dir, s.ds.Root, name) })
 	}
 	return s.group(s.dir, s.ds.Root, 0)
+}
+
+// rootArray reads the array at the root of a bare-array store with
+// read(name): a dataset of that one array, named after the directory.
+// It fails the store when that array cannot be read: it is the whole
+// dataset.
+func (s *Store) rootArray(read func(name string) error) error {
+	name := strings.TrimSuffix(filepath.Base(s.dir), ".zarr")
+	if name == "" || name == "." || name == ".." || name == "/" {
+		name = "array"
+	}
+	if err := read(name); err != nil {
+		return fmt.Errorf("the root array: %w", err)
+	}
+	if len(s.ds.Root.Variables) == 0 {
+		return fmt.Errorf("the root array: %s: %w", omni.AttrString(s.ds.Root.Attrs, AttrUnreadable), omni.ErrNotSupported)
+	}
+	return nil
+}
+
+// unreadable names array name of g, and why it cannot be read, in g's
+// zarr_unreadable attribute.
+func unreadable(g *omni.Group, name string, why error) {
+	line := fmt.Sprintf("%s: %v", name, why)
+	if len(line) > 512 {
+		line = line[:509] + "..."
+	}
+	for i, a := range g.Attrs {
+		if old, ok := a.Value.([]string); ok && a.Name == AttrUnreadable {
+			g.Attrs[i] = omni.StringAttr(AttrUnreadable, append(slices.Clone(old), line)...)
+			return
+		}
+	}
+	g.Attrs = append(g.Attrs, omni.StringAttr(AttrUnreadable, line))
 }
 
 // consolidated is .zmetadata.
@@ -254,7 +302,7 @@ func (s *Store) group(dir string, g *omni.Group, depth int) error {
 		sub := filepath.Join(dir, c.name)
 		if c.array {
 			if err := s.array(sub, g, c.name); err != nil {
-				return fmt.Errorf("array %s: %w", c.name, err)
+				unreadable(g, c.name, err)
 			}
 			continue
 		}
@@ -286,7 +334,7 @@ func (s *Store) array(dir string, g *omni.Group, name string) error {
 	}
 	t, swap, err := parseDType(m.DType)
 	if err != nil {
-		return nil // dtypes with no OMNI form are not exposed
+		return err // dtypes with no OMNI form are not variables
 	}
 	attrs, dims, err := s.readAttrs(dir)
 	if err != nil {
@@ -294,10 +342,15 @@ func (s *Store) array(dir string, g *omni.Group, name string) error {
 	}
 	v := g.AddVariable(&omni.Variable{Name: name, DType: t, Shape: m.Shape, Dims: defaultDims(dims, name, len(m.Shape)), Chunks: m.Chunks, Attrs: attrs})
 	a := &array{v: v, dir: dir, size: t.Size(), swap: swap}
-	if m.Compressor != nil {
-		v.Filters = []string{m.Compressor.ID}
+	for _, f := range m.Filters {
+		v.Filters = append(v.Filters, f.ID)
 	}
-	a.readErr = a.v2Layout(m)
+	if m.Compressor != nil {
+		v.Filters = append(v.Filters, m.Compressor.ID)
+	}
+	if a.readErr = a.v2Layout(m); a.readErr != nil {
+		unreadable(g, name, a.readErr)
+	}
 	a.fill = fillBytes(t, m.FillValue)
 	if f := fillAttr(t, m.FillValue); f != nil {
 		v.Attrs = append(v.Attrs, *f)
@@ -354,7 +407,11 @@ func (a *array) v2Layout(m arrayMeta) error {
 		return fmt.Errorf("order %q: %w", m.Order, omni.ErrNotSupported)
 	}
 	if len(m.Filters) > 0 {
-		return fmt.Errorf("filters %v: %w", m.Filters, omni.ErrNotSupported)
+		ids := make([]string, len(m.Filters))
+		for i, f := range m.Filters {
+			ids[i] = strconv.Quote(f.ID)
+		}
+		return fmt.Errorf("v2 filters %s: %w", strings.Join(ids, ", "), omni.ErrNotSupported)
 	}
 	if m.Compressor != nil {
 		c, err := bytesCodecFor(m.Compressor.ID)

@@ -61,7 +61,11 @@ type Config struct {
 	// FormatHelperMemory is each format helper's address-space limit in
 	// bytes (0 = formats/helper's default).
 	FormatHelperMemory int64
-	Cluster            Cluster // config_cluster.go
+	// FormatHelperDeadline bounds one format-helper request of the
+	// .omni views (0 = 20s): a file that makes a reader loop costs this
+	// much, then EIO.
+	FormatHelperDeadline time.Duration
+	Cluster              Cluster // config_cluster.go
 
 	// lines maps a key path ("tiers[1].capacity") to its line in File, so
 	// that Validate can point at the offending line.

@@ -190,7 +190,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad size", "tiers:\n  - name: ram\n    kind: ram\n    capacity: 64MiB\n  - name: nvme\n    kind: file\n    dir: /nvme\n    capacity: 12XB\n",
 			`c.yaml:8: tiers[1].capacity: "12XB" is not a size`},
 		{"unknown key", "mount: /x\nbakcing: /y\n",
-			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, cluster, compress, control_dir, direct_stage_in, drain_timeout, flush_on_close, flushers, format_helper_memory, fuse_io_uring, learned_prefetch, log_level, metrics_listen, mode, modules, mount, no_space_wait, oom_score_adj, organizer, page_size, passthrough, placement, readahead, scratch_dir, tiers, writeback_cache)`},
+			`c.yaml:2: bakcing: unknown key (known: allow_other, backing, backing_bandwidth, cluster, compress, control_dir, direct_stage_in, drain_timeout, flush_on_close, flushers, format_helper_deadline, format_helper_memory, fuse_io_uring, learned_prefetch, log_level, metrics_listen, mode, modules, mount, no_space_wait, oom_score_adj, organizer, page_size, passthrough, placement, readahead, scratch_dir, tiers, writeback_cache)`},
 		{"helper memory too small", "format_helper_memory: 64MiB\n",
 			`c.yaml:1: format_helper_memory: "64MiB": 0 (the default) or at least 1GiB`},
 		{"unknown tier key", "tiers:\n  - name: r\n    kind: ram\n    size: 1G\n",
@@ -329,7 +329,7 @@ func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
 	for _, k := range []string{"mount:", "backing:", "mode:", "page_size:", "flush_on_close:", "flushers:",
 		"backing_bandwidth:", "no_space_wait:", "scratch_dir:", "tiers:", "high_watermark:", "low_watermark:",
 		"placement:", "organizer:", "interval:", "promote_reads:", "log_level:", "allow_other:",
-		"passthrough:", "writeback_cache:", "control_dir:", "metrics_listen:", "fuse_io_uring:", "modules:", "format_helper_memory:", "readahead:", "direct_stage_in:"} {
+		"passthrough:", "writeback_cache:", "control_dir:", "metrics_listen:", "fuse_io_uring:", "modules:", "format_helper_memory:", "format_helper_deadline:", "readahead:", "direct_stage_in:"} {
 		if !strings.Contains(y, k) {
 			t.Errorf("default.yaml does not mention %s", k)
 		}
