@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -239,7 +241,10 @@ func (bl *blob) stored(crc uint32) storedBlob {
 }
 
 // storeBlobLocked copies bl's bytes into the store and commits (fsync).
-func (b *Bucket) storeBlobLocked(bl *blob) error {
+// The also functions run in the same transaction (PutVersion's rename of
+// the bytes it keeps and its pruning: one commit, so that a crash leaves
+// the store before the call or after it, never between).
+func (b *Bucket) storeBlobLocked(bl *blob, also ...func(*bolt.Tx) error) error {
 	db, err := b.p.st.open()
 	if err != nil {
 		return err
@@ -262,6 +267,11 @@ func (b *Bucket) storeBlobLocked(bl *blob) error {
 	err = db.Update(func(tx *bolt.Tx) error {
 		if err := b.putMetaTx(tx); err != nil {
 			return err
+		}
+		for _, f := range also {
+			if err := f(tx); err != nil {
+				return err
+			}
 		}
 		data, meta, err := blobsOf(tx, b.storeKey(), true)
 		if err != nil {
@@ -288,46 +298,94 @@ func (b *Bucket) storeBlobLocked(bl *blob) error {
 
 // unstoreBlobLocked removes the stored copy of bl's name, if there is one.
 func (b *Bucket) unstoreBlobLocked(bl *blob) error {
-	n, inStore := b.stored[bl.name]
-	if !inStore {
-		return nil
-	}
-	db := b.p.st.cur()
-	if db == nil {
-		return nil
-	}
-	key := []byte(bl.name)
-	err := db.Update(func(tx *bolt.Tx) error {
-		data, meta, err := blobsOf(tx, b.storeKey(), false)
-		if err != nil || data == nil {
-			return err
-		}
-		if err := data.Delete(key); err != nil {
-			return err
-		}
-		return meta.Delete(key)
-	})
-	if err != nil {
-		return fmt.Errorf("remove %q of bucket %s from the blob store: %w", bl.name, b.Name(), err)
+	if err := b.unstoreKeysLocked([]string{bl.name}); err != nil {
+		return err
 	}
 	bl.durable = false
-	delete(b.stored, bl.name)
-	b.p.st.release(b.p, n)
 	return nil
 }
 
-// renameStoredLocked moves the stored copy of from to key to (a kept
-// version, or back).
-func (b *Bucket) renameStoredLocked(bl *blob, from, to string) error {
+// storedKeysLocked returns those of keys with a copy in the store.
+func (b *Bucket) storedKeysLocked(keys ...string) []string {
+	var out []string
+	for _, k := range keys {
+		if _, ok := b.stored[k]; ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// unstoreKeysLocked removes the stored copies of keys (blob names, kept
+// versions' keys) in one commit; a key without one is skipped, and
+// nothing at all is committed if none has one.
+func (b *Bucket) unstoreKeysLocked(keys []string) error {
+	keys = b.storedKeysLocked(keys...)
 	db := b.p.st.cur()
-	n, inStore := b.stored[from]
-	if !inStore || db == nil {
+	if len(keys) == 0 || db == nil {
 		return nil
+	}
+	if err := db.Update(b.deleteStoredTx(keys)); err != nil {
+		return fmt.Errorf("remove %q of bucket %s from the blob store: %w", keys, b.Name(), err)
+	}
+	for _, k := range keys {
+		b.forgetStoredLocked(k)
+	}
+	return nil
+}
+
+// deleteStoredTx deletes keys from the bucket's stored blobs.
+func (b *Bucket) deleteStoredTx(keys []string) func(*bolt.Tx) error {
+	sk := b.storeKey()
+	return func(tx *bolt.Tx) error {
+		data, meta, err := blobsOf(tx, sk, false)
+		if err != nil || data == nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := data.Delete([]byte(k)); err != nil {
+				return err
+			}
+			if err := meta.Delete([]byte(k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// forgetStoredLocked drops key's stored copy from the accounting (the
+// store no longer has it).
+func (b *Bucket) forgetStoredLocked(key string) {
+	n, ok := b.stored[key]
+	if !ok {
+		return
+	}
+	delete(b.stored, key)
+	b.p.st.release(b.p, n)
+	if bl := b.named[key]; bl != nil {
+		bl.durable = false
+	}
+}
+
+// moveStoredLocked moves the accounting of the stored copy of from to
+// key to (a kept version, or back); renameStoredTx moves the copy. It
+// reports whether there was one.
+func (b *Bucket) moveStoredLocked(from, to string) bool {
+	n, inStore := b.stored[from]
+	if !inStore {
+		return false
 	}
 	delete(b.stored, from)
 	b.stored[to] = n
-	return db.Update(func(tx *bolt.Tx) error {
-		data, meta, err := blobsOf(tx, b.storeKey(), false)
+	return true
+}
+
+// renameStoredTx moves the stored copy of from to key to.
+func (b *Bucket) renameStoredTx(from, to string) func(*bolt.Tx) error {
+	sk := b.storeKey()
+	return func(tx *bolt.Tx) error {
+		data, meta, err := blobsOf(tx, sk, false)
 		if err != nil || data == nil {
 			return err
 		}
@@ -344,7 +402,87 @@ func (b *Bucket) renameStoredLocked(bl *blob, from, to string) error {
 			}
 		}
 		return nil
+	}
+}
+
+// commitLocked runs fs in one store transaction (none if fs is empty).
+func (b *Bucket) commitLocked(fs []func(*bolt.Tx) error) error {
+	db := b.p.st.cur()
+	if len(fs) == 0 || db == nil {
+		return nil
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		for _, f := range fs {
+			if err := f(tx); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
+}
+
+// recordDurable records a new durable bucket (not yet visible to anyone)
+// in the store.
+func (b *Bucket) recordDurable() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.recordMetaLocked()
+}
+
+// recordMetaLocked writes the bucket's meta to the store, opening
+// (creating) it.
+func (b *Bucket) recordMetaLocked() error {
+	db, err := b.p.st.open()
+	if err != nil {
+		return err
+	}
+	if err := db.Update(b.putMetaTx); err != nil {
+		return fmt.Errorf("record bucket %s in the blob store: %w", b.Name(), err)
+	}
+	b.storedFlag.Store(true)
+	return nil
+}
+
+// SetDurable makes every later write to the named bucket durable (on),
+// or plain again (off: the copies stored so far stay until their blobs
+// are written plainly or deleted, as a durable Put's do). Turning it on
+// first stores each blob and kept version not stored yet, one commit
+// each, then the bucket's meta: when it returns the whole bucket would
+// come back after a restart.
+func (b *Bucket) SetDurable(on bool) error {
+	if b.pageSize > 0 {
+		return fmt.Errorf("durable bucket %s: a page bucket: %w", b.Name(), ErrInvalid)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked(); err != nil {
+		return err
+	}
+	m := b.Meta()
+	if m.Durable == on {
+		return nil
+	}
+	if on {
+		keys := slices.Sorted(maps.Keys(b.named))
+		for _, k := range keys {
+			if bl := b.named[k]; !bl.durable {
+				if err := b.storeBlobLocked(bl); err != nil {
+					return fmt.Errorf("make bucket %s durable: %w", b.Name(), err)
+				}
+			}
+		}
+	}
+	m.Durable = on
+	b.meta.Store(&m)
+	if !on && !b.storedFlag.Load() {
+		return nil
+	}
+	if err := b.recordMetaLocked(); err != nil {
+		m.Durable = !on
+		b.meta.Store(&m)
+		return err
+	}
+	return nil
 }
 
 // storeBlobMetaLocked writes bl's tags through to the store.
@@ -374,6 +512,9 @@ func (b *Bucket) storeBlobMetaLocked(bl *blob) error {
 
 // storeMetaLocked writes the bucket's meta through to the store.
 func (b *Bucket) storeMetaLocked() error {
+	if b.Durable() {
+		return b.recordMetaLocked()
+	}
 	db := b.p.st.cur()
 	if !b.storedFlag.Load() || db == nil {
 		return nil
