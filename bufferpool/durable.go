@@ -19,22 +19,44 @@ import (
 	"github.com/iowarp/iowarp/bufferpool/tier"
 )
 
-// Durable named blobs. A Put with PutOptions.Durable writes the blob into
-// the pool as any Put does, then copies it into the blob store, a bbolt
-// database (StoreFile) in the first file tier's directory, and returns
-// once that transaction is committed and fsynced. A pool opened on the
-// same directory after a crash, kill -9 included, finds the store at New
-// and puts every stored blob back into its bucket (owner, group, mode,
-// tags, versions), each checked against the CRC-32C recorded with it, so
-// that a recovered blob is the durable write bit for bit or is reported
-// and skipped, never half old.
+// Durable named blobs and buckets. A Put with PutOptions.Durable writes
+// the blob into the pool as any Put does, then copies it into the blob
+// store, a bbolt database (StoreFile) in the first file tier's directory,
+// and returns once that transaction is committed and fsynced. A pool
+// opened on the same directory after a crash, kill -9 included, finds the
+// store at New and puts every stored blob back into its bucket (owner,
+// group, mode, tags, versions), each checked against the CRC-32C recorded
+// with it, so that a recovered blob is the durable write bit for bit or
+// is reported and skipped, never half old.
 //
-// A blob survives a restart when its last write was durable: a later
-// non-durable Put, PartialPut or Delete of it removes its stored copy in
-// the same call (a restart never brings back bytes that were overwritten),
-// and deleting the bucket removes the bucket from the store. Tags and the
-// mode of a stored blob or bucket are written through. Close leaves the
-// store as it is: the next pool recovers it.
+// In a plain bucket a blob survives a restart when its last write was
+// durable: a later non-durable Put, PartialPut or Delete of it removes its
+// stored copy in the same call (a restart never brings back bytes that
+// were overwritten), and deleting the bucket removes the bucket from the
+// store. Tags and the mode of a stored blob or bucket are written
+// through. Close leaves the store as it is: the next pool recovers it.
+//
+// A durable bucket (BucketOptions.Durable at creation, or SetDurable;
+// BucketMeta.Durable, kept in the store) is recorded in the store when it
+// is made, before Bucket returns it, so that it comes back empty or not;
+// every write to it is durable whatever its options say: Put; PartialPut,
+// which copies the whole blob as it now is into the store (the simplest
+// correct form: the cost of a partial put grows with its blob, see
+// BenchmarkPartialPutDurable); PutVersion; SetTag and DeleteTag (written
+// through); Delete; Chmod and Chown. Each returns once its commit is
+// fsynced, so after kill -9 the bucket has exactly the blobs, bytes,
+// versions and tags of the calls that returned, plus or minus the call
+// in flight. The store's side of one call is one commit: PutVersion's
+// new bytes, the kept bytes renamed to their version's key and the
+// versions it prunes; Delete's blob and all its kept versions. A durable
+// write whose commit fails returns the error with the pool holding the
+// new bytes and the store the old ones (a restart brings back the old).
+// SetDurable(true) on a bucket with blobs stores each one not stored yet
+// (one commit each) before it records the bucket durable; SetDurable(false)
+// makes later writes plain, leaving the copies already stored as a
+// durable Put's are. A durable bucket cannot be renamed (RenameBucket
+// refuses any stored bucket) and cannot be a page bucket. Its codec
+// (SetCompress) is not recorded.
 //
 // Why bbolt and not a journal of our own: a durable put is two writes that
 // must land together (the bytes and the metadata: size, checksum, tags,
@@ -42,20 +64,23 @@ import (
 // that atomically (copy-on-write B+tree, a commit is one fsync of the
 // data pages then one of the meta page), needs no recovery code after
 // kill -9 (the last committed meta page wins), and is already in the
-// module graph of the cluster work through etcd; v1.4.x is the line etcd
-// v3.6 ships. Its cost is a copy of each durable blob in the store file,
-// counted in the file tier's capacity (TierStats.Stored, part of Used: a
-// durable put that does not fit fails with ErrNoSpace; a restart counts
-// what the store holds), and a commit per durable put (two
-// fdatasyncs), made while the bucket is write-locked: durable puts to one
-// bucket are serialised, those to different buckets wait on bbolt's
-// writer lock.
+// module graph of the cluster work through etcd (go.mod has bbolt
+// v1.5.0, the line etcd v3.6 builds with). Its cost is a copy of each
+// durable blob in the store file, counted in the file tier's capacity
+// (TierStats.Stored, part of Used: a durable put that does not fit fails
+// with ErrNoSpace; a restart counts what the store holds), and a commit
+// per durable write (two fdatasyncs), made while the bucket is
+// write-locked: durable writes to one bucket are serialised, those to
+// different buckets wait on bbolt's writer lock.
 //
 // The store's file is flock'ed: a second pool on the same directory gets
-// no store (its durable puts fail with ErrBusy) and recovers nothing.
+// no store (its durable puts and durable buckets fail with ErrBusy) and
+// recovers nothing.
 //
-// Lock order: a bucket's lock, then the store's transaction (bbolt's own
-// lock); the store never calls back into the pool.
+// Lock order: the pool's lock (only to record a durable bucket being
+// created, which nobody else can hold yet), a bucket's lock, then the
+// store's transaction (bbolt's own lock); the store never calls back into
+// the pool.
 
 // StoreFile is the name of the blob store in the first file tier's
 // directory.
