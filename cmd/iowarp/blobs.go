@@ -99,7 +99,7 @@ func newBlobCmds() []*cobra.Command {
 
 func newPutCmd() *cobra.Command {
 	var t ipcTarget
-	var durable, version bool
+	var durable, durableBucket, version bool
 	var mode string
 	var keep int
 	var tags []string
@@ -112,7 +112,8 @@ func newPutCmd() *cobra.Command {
 unless --mode says otherwise. --durable returns once the blob is in the
 daemon's durable store on its file tier (it survives kill -9 and a restart),
 and a bucket it creates is durable: every later write to it is durable too,
-with or without --durable (an existing plain bucket stays plain);
+with or without --durable (an existing plain bucket stays plain, unless
+--durable-bucket makes it durable first: its owner only);
 --version keeps the blob's current bytes as the previous version (the bucket
 keeps --keep versions, set when it is created).`,
 		Args: cobra.RangeArgs(2, 3),
@@ -134,6 +135,11 @@ keeps --keep versions, set when it is created).`,
 			}
 			o := client.PutOptions{Durable: durable}
 			return t.withBucket(args[0], client.BucketOptions{Mode: m, KeepVersions: keep, Durable: durable}, func(_ *client.Client, b *client.Bucket) error {
+				if durableBucket {
+					if err := b.SetDurable(true); err != nil {
+						return err
+					}
+				}
 				if compress != "" {
 					if err := b.SetCompress(compress); err != nil {
 						return err
@@ -161,6 +167,7 @@ keeps --keep versions, set when it is created).`,
 	}
 	t.register(cmd)
 	f := cmd.Flags()
+	f.BoolVar(&durableBucket, "durable-bucket", false, "make the bucket durable first (every write to it, this one included, returns once the store has it; the bucket's owner only)")
 	f.BoolVar(&durable, "durable", false, "return once the blob is on the persistent tier and the store is synced; a bucket this creates is durable (every write to it is)")
 	f.BoolVar(&version, "version", false, "store as a new version, keeping the current bytes as the previous one")
 	f.StringVar(&mode, "mode", "", "permission bits of a bucket this creates, octal (default 0600)")

@@ -38,7 +38,7 @@ func ctrAfter(last int) []byte {
 }
 
 // TestDurableBucketSurvivesKill: a bucket `iowarp put --durable` created
-// is durable: the plain writes of a client to it (PartialPut into a blob
+// is durable, and so is one `put --durable-bucket` made durable: the plain writes of a client to it (PartialPut into a blob
 // and past its end, Put, PutVersion, tags, Delete) and to a bucket it
 // made durable with client.Durable() survive kill -9 of the daemon and
 // a restart, bit for bit; a client's partial puts in a loop when the
@@ -92,6 +92,9 @@ func TestDurableBucketSurvivesKill(t *testing.T) {
 	must(err)
 	must(lb.PartialPut("x", 4, []byte("+durable")))
 
+	runCLI(t, []byte("plain first"), "put", "--control-dir", ctl, "dur/cli", "a", "-")
+	runCLI(t, []byte("made durable"), "put", "--control-dir", ctl, "--durable-bucket", "dur/cli", "b", "-")
+
 	// Partial puts in a loop, killed midway.
 	var mu sync.Mutex
 	done := -1
@@ -144,6 +147,11 @@ func TestDurableBucketSurvivesKill(t *testing.T) {
 	}
 	if got := runCLI(t, nil, "get", "--control-dir", ctl, "dur/later", "x", "-"); got != "put +durableain" {
 		t.Fatalf("bucket made durable: %q", got)
+	}
+	for n, want := range map[string]string{"a": "plain first", "b": "made durable"} {
+		if got := runCLI(t, nil, "get", "--control-dir", ctl, "dur/cli", n, "-"); got != want {
+			t.Fatalf("dur/cli %s (put --durable-bucket): %q", n, got)
+		}
 	}
 	if ls := runCLI(t, nil, "ls", "--control-dir", ctl, "-l", "--buckets", "dur/b"); !strings.Contains(ls, "bucket") {
 		t.Fatalf("ls -l does not say durable bucket:\n%s", ls)
