@@ -35,7 +35,9 @@
 // of a durable bucket is answered once the pool's blob store has it,
 // synced (bufferpool/durable.go). A client sends the flags only when not
 // zero, so a daemon without them still serves it plain buckets; the
-// bucket_stat reply's last byte (DurableBucket) is read only if present.
+// bucket_stat reply's last byte (DurableBucket) is sent only for a durable
+// bucket and read only if present, so a client without it still stats
+// every other bucket.
 //
 // Safe for concurrent use: the pool locks per bucket.
 package cte

@@ -161,12 +161,15 @@ type BucketStat struct {
 	DurableBucket bool
 }
 
-// WriteBucketStat appends the encoding of s. DurableBucket is the last
-// byte, which ReadBucketStat reads only if it is there (a daemon older
-// than it does not send it).
+// WriteBucketStat appends the encoding of s. DurableBucket is an optional
+// last byte, written only when true, and read by ReadBucketStat only if it
+// is there: a client older than it still decodes the stat of every bucket
+// but a durable one, and a daemon older than it sends none.
 func WriteBucketStat(w *runtime.ArgWriter, s BucketStat) {
 	w.String(s.Name).U32(s.Owner).U32(s.Group).U32(s.Mode).I64(unixNano(s.Created)).U32(s.KeepVersions).Bool(s.Durable)
-	w.Bool(s.DurableBucket)
+	if s.DurableBucket {
+		w.Bool(true)
+	}
 }
 
 // ReadBucketStat decodes one BucketStat (check r.Err).
