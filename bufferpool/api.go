@@ -109,6 +109,12 @@ type BucketOptions struct {
 	// Compress is the codec blobs get when they move to a slower tier
 	// (one of Codecs; "" is none); Bucket.SetCompress changes it later.
 	Compress string
+	// Durable makes a durable named bucket (durable.go): the bucket is
+	// recorded in the blob store when it is created, and every write to
+	// it (Put, PartialPut, PutVersion, tags, Delete, Chmod) returns once
+	// the store has it, synced. Needs a file tier (ErrNotSupported).
+	// Bucket.SetDurable changes it later.
+	Durable bool
 }
 
 // Filler produces the initial contents of a page that is not resident

@@ -83,3 +83,47 @@ func BenchmarkQuery(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPartialPutDurable: a 4 KiB PartialPut into a blob of a plain
+// bucket against the same into a durable bucket (BucketOptions.Durable:
+// the whole blob is copied into the store and committed on every call),
+// for blobs of 64 KiB and 1 MiB, and the floor of any durable 4 KiB
+// write: 4 KiB written to a file in the same directory and fdatasync'd.
+// Compare the ns/op: ratios, not times.
+func BenchmarkPartialPutDurable(b *testing.B) {
+	page := fill(4096, 7)
+	b.Run("fdatasync-floor", func(b *testing.B) {
+		f, err := os.Create(filepath.Join(b.TempDir(), "floor"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		for i := 0; b.Loop(); i++ {
+			if _, err := f.WriteAt(page, int64(i%16)<<12); err != nil {
+				b.Fatal(err)
+			}
+			if err := unix.Fdatasync(int(f.Fd())); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, size := range []int{64 << 10, 1 << 20} {
+		for _, durable := range []bool{false, true} {
+			b.Run(fmt.Sprintf("blob=%dKiB/durable=%v", size>>10, durable), func(b *testing.B) {
+				p := testPool(b, 64<<20, 256<<20)
+				bk, err := p.Bucket("bench", BucketOptions{Durable: durable})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := bk.Put("x", fill(size, 3)); err != nil {
+					b.Fatal(err)
+				}
+				for i := 0; b.Loop(); i++ {
+					if err := bk.PartialPut("x", int64(i%(size/4096))*4096, page); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

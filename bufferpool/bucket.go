@@ -551,23 +551,26 @@ func (b *Bucket) Delete(name string) error {
 }
 
 // deleteNamedLocked removes named blob name, its kept versions and their
-// stored copies.
+// stored copies (one commit: a crash leaves all of them or none).
 func (b *Bucket) deleteNamedLocked(name string) error {
 	if hiddenName(name) {
 		return fmt.Errorf("blob %q of bucket %s: %w", name, b.Name(), ErrInvalid)
 	}
 	bl := b.named[name]
 	kept := b.keptLocked(name)
-	var err error
-	if _, inStore := b.stored[name]; bl == nil && inStore {
-		// In the store, not in the pool (recovery skipped it).
-		err = b.unstoreBlobLocked(&blob{name: name, page: -1})
-	} else if bl == nil && len(kept) == 0 {
+	_, inStore := b.stored[name] // in the store, maybe not in the pool (recovery skipped it)
+	if bl == nil && len(kept) == 0 && !inStore {
 		return fmt.Errorf("blob %q of bucket %s: %w", name, b.Name(), ErrNotFound)
 	}
-	err = cmpErr(err, b.deleteVersionsLocked(name))
+	keys := []string{name}
+	for _, v := range kept {
+		keys = append(keys, v.name)
+	}
+	if err := b.unstoreKeysLocked(keys); err != nil {
+		return err
+	}
+	err := b.deleteVersionsLocked(name)
 	if bl != nil {
-		err = cmpErr(err, b.unstoreBlobLocked(bl))
 		err = cmpErr(err, b.removeLocked(bl))
 	}
 	return err

@@ -14,7 +14,8 @@
 // durable named blobs (PutOptions.Durable, durable.go): copied into a
 // bbolt store in the first file tier's directory and fsynced before the
 // put returns, and put back into their buckets by the next New on that
-// directory.
+// directory; in a durable bucket (BucketOptions.Durable, SetDurable)
+// every write is, so the whole bucket comes back.
 //
 // Named buckets carry an owner, group and mode (meta.go) that the pool
 // stores and the door that knows the caller enforces; blob tags and
@@ -93,6 +94,11 @@
 //	        -> catalog.mu (leaf: name and tag indexes; also taken
 //	           under a bucket's lock alone, for tags)
 //	      -> the blob store's transaction (bbolt's lock; durable.go)
+//
+// One exception: Pool.Bucket creating a durable bucket commits its record
+// holding Pool.mu and the new bucket's mu (no one else can hold that one
+// yet; no transaction function takes Pool.mu, so the bbolt lock it waits
+// for is always released).
 //
 // Bucket.mu (an RWMutex) guards the bucket's blob map, segments and blob
 // I/O; hits take it shared and bump atomic counters. Tier accounting is

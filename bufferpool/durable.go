@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,22 +19,44 @@ import (
 	"github.com/iowarp/iowarp/bufferpool/tier"
 )
 
-// Durable named blobs. A Put with PutOptions.Durable writes the blob into
-// the pool as any Put does, then copies it into the blob store, a bbolt
-// database (StoreFile) in the first file tier's directory, and returns
-// once that transaction is committed and fsynced. A pool opened on the
-// same directory after a crash, kill -9 included, finds the store at New
-// and puts every stored blob back into its bucket (owner, group, mode,
-// tags, versions), each checked against the CRC-32C recorded with it, so
-// that a recovered blob is the durable write bit for bit or is reported
-// and skipped, never half old.
+// Durable named blobs and buckets. A Put with PutOptions.Durable writes
+// the blob into the pool as any Put does, then copies it into the blob
+// store, a bbolt database (StoreFile) in the first file tier's directory,
+// and returns once that transaction is committed and fsynced. A pool
+// opened on the same directory after a crash, kill -9 included, finds the
+// store at New and puts every stored blob back into its bucket (owner,
+// group, mode, tags, versions), each checked against the CRC-32C recorded
+// with it, so that a recovered blob is the durable write bit for bit or
+// is reported and skipped, never half old.
 //
-// A blob survives a restart when its last write was durable: a later
-// non-durable Put, PartialPut or Delete of it removes its stored copy in
-// the same call (a restart never brings back bytes that were overwritten),
-// and deleting the bucket removes the bucket from the store. Tags and the
-// mode of a stored blob or bucket are written through. Close leaves the
-// store as it is: the next pool recovers it.
+// In a plain bucket a blob survives a restart when its last write was
+// durable: a later non-durable Put, PartialPut or Delete of it removes its
+// stored copy in the same call (a restart never brings back bytes that
+// were overwritten), and deleting the bucket removes the bucket from the
+// store. Tags and the mode of a stored blob or bucket are written
+// through. Close leaves the store as it is: the next pool recovers it.
+//
+// A durable bucket (BucketOptions.Durable at creation, or SetDurable;
+// BucketMeta.Durable, kept in the store) is recorded in the store when it
+// is made, before Bucket returns it, so that it comes back empty or not;
+// every write to it is durable whatever its options say: Put; PartialPut,
+// which copies the whole blob as it now is into the store (the simplest
+// correct form: the cost of a partial put grows with its blob, see
+// BenchmarkPartialPutDurable); PutVersion; SetTag and DeleteTag (written
+// through); Delete; Chmod and Chown. Each returns once its commit is
+// fsynced, so after kill -9 the bucket has exactly the blobs, bytes,
+// versions and tags of the calls that returned, plus or minus the call
+// in flight. The store's side of one call is one commit: PutVersion's
+// new bytes, the kept bytes renamed to their version's key and the
+// versions it prunes; Delete's blob and all its kept versions. A durable
+// write whose commit fails returns the error with the pool holding the
+// new bytes and the store the old ones (a restart brings back the old).
+// SetDurable(true) on a bucket with blobs stores each one not stored yet
+// (one commit each) before it records the bucket durable; SetDurable(false)
+// makes later writes plain, leaving the copies already stored as a
+// durable Put's are. A durable bucket cannot be renamed (RenameBucket
+// refuses any stored bucket) and cannot be a page bucket. Its codec
+// (SetCompress) is not recorded.
 //
 // Why bbolt and not a journal of our own: a durable put is two writes that
 // must land together (the bytes and the metadata: size, checksum, tags,
@@ -40,20 +64,23 @@ import (
 // that atomically (copy-on-write B+tree, a commit is one fsync of the
 // data pages then one of the meta page), needs no recovery code after
 // kill -9 (the last committed meta page wins), and is already in the
-// module graph of the cluster work through etcd; v1.4.x is the line etcd
-// v3.6 ships. Its cost is a copy of each durable blob in the store file,
-// counted in the file tier's capacity (TierStats.Stored, part of Used: a
-// durable put that does not fit fails with ErrNoSpace; a restart counts
-// what the store holds), and a commit per durable put (two
-// fdatasyncs), made while the bucket is write-locked: durable puts to one
-// bucket are serialised, those to different buckets wait on bbolt's
-// writer lock.
+// module graph of the cluster work through etcd (go.mod has bbolt
+// v1.5.0, the line etcd v3.6 builds with). Its cost is a copy of each
+// durable blob in the store file, counted in the file tier's capacity
+// (TierStats.Stored, part of Used: a durable put that does not fit fails
+// with ErrNoSpace; a restart counts what the store holds), and a commit
+// per durable write (two fdatasyncs), made while the bucket is
+// write-locked: durable writes to one bucket are serialised, those to
+// different buckets wait on bbolt's writer lock.
 //
 // The store's file is flock'ed: a second pool on the same directory gets
-// no store (its durable puts fail with ErrBusy) and recovers nothing.
+// no store (its durable puts and durable buckets fail with ErrBusy) and
+// recovers nothing.
 //
-// Lock order: a bucket's lock, then the store's transaction (bbolt's own
-// lock); the store never calls back into the pool.
+// Lock order: the pool's lock (only to record a durable bucket being
+// created, which nobody else can hold yet), a bucket's lock, then the
+// store's transaction (bbolt's own lock); the store never calls back into
+// the pool.
 
 // StoreFile is the name of the blob store in the first file tier's
 // directory.
@@ -239,7 +266,10 @@ func (bl *blob) stored(crc uint32) storedBlob {
 }
 
 // storeBlobLocked copies bl's bytes into the store and commits (fsync).
-func (b *Bucket) storeBlobLocked(bl *blob) error {
+// The also functions run in the same transaction (PutVersion's rename of
+// the bytes it keeps and its pruning: one commit, so that a crash leaves
+// the store before the call or after it, never between).
+func (b *Bucket) storeBlobLocked(bl *blob, also ...func(*bolt.Tx) error) error {
 	db, err := b.p.st.open()
 	if err != nil {
 		return err
@@ -262,6 +292,11 @@ func (b *Bucket) storeBlobLocked(bl *blob) error {
 	err = db.Update(func(tx *bolt.Tx) error {
 		if err := b.putMetaTx(tx); err != nil {
 			return err
+		}
+		for _, f := range also {
+			if err := f(tx); err != nil {
+				return err
+			}
 		}
 		data, meta, err := blobsOf(tx, b.storeKey(), true)
 		if err != nil {
@@ -288,46 +323,94 @@ func (b *Bucket) storeBlobLocked(bl *blob) error {
 
 // unstoreBlobLocked removes the stored copy of bl's name, if there is one.
 func (b *Bucket) unstoreBlobLocked(bl *blob) error {
-	n, inStore := b.stored[bl.name]
-	if !inStore {
-		return nil
-	}
-	db := b.p.st.cur()
-	if db == nil {
-		return nil
-	}
-	key := []byte(bl.name)
-	err := db.Update(func(tx *bolt.Tx) error {
-		data, meta, err := blobsOf(tx, b.storeKey(), false)
-		if err != nil || data == nil {
-			return err
-		}
-		if err := data.Delete(key); err != nil {
-			return err
-		}
-		return meta.Delete(key)
-	})
-	if err != nil {
-		return fmt.Errorf("remove %q of bucket %s from the blob store: %w", bl.name, b.Name(), err)
+	if err := b.unstoreKeysLocked([]string{bl.name}); err != nil {
+		return err
 	}
 	bl.durable = false
-	delete(b.stored, bl.name)
-	b.p.st.release(b.p, n)
 	return nil
 }
 
-// renameStoredLocked moves the stored copy of from to key to (a kept
-// version, or back).
-func (b *Bucket) renameStoredLocked(bl *blob, from, to string) error {
+// storedKeysLocked returns those of keys with a copy in the store.
+func (b *Bucket) storedKeysLocked(keys ...string) []string {
+	var out []string
+	for _, k := range keys {
+		if _, ok := b.stored[k]; ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// unstoreKeysLocked removes the stored copies of keys (blob names, kept
+// versions' keys) in one commit; a key without one is skipped, and
+// nothing at all is committed if none has one.
+func (b *Bucket) unstoreKeysLocked(keys []string) error {
+	keys = b.storedKeysLocked(keys...)
 	db := b.p.st.cur()
-	n, inStore := b.stored[from]
-	if !inStore || db == nil {
+	if len(keys) == 0 || db == nil {
 		return nil
+	}
+	if err := db.Update(b.deleteStoredTx(keys)); err != nil {
+		return fmt.Errorf("remove %q of bucket %s from the blob store: %w", keys, b.Name(), err)
+	}
+	for _, k := range keys {
+		b.forgetStoredLocked(k)
+	}
+	return nil
+}
+
+// deleteStoredTx deletes keys from the bucket's stored blobs.
+func (b *Bucket) deleteStoredTx(keys []string) func(*bolt.Tx) error {
+	sk := b.storeKey()
+	return func(tx *bolt.Tx) error {
+		data, meta, err := blobsOf(tx, sk, false)
+		if err != nil || data == nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := data.Delete([]byte(k)); err != nil {
+				return err
+			}
+			if err := meta.Delete([]byte(k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// forgetStoredLocked drops key's stored copy from the accounting (the
+// store no longer has it).
+func (b *Bucket) forgetStoredLocked(key string) {
+	n, ok := b.stored[key]
+	if !ok {
+		return
+	}
+	delete(b.stored, key)
+	b.p.st.release(b.p, n)
+	if bl := b.named[key]; bl != nil {
+		bl.durable = false
+	}
+}
+
+// moveStoredLocked moves the accounting of the stored copy of from to
+// key to (a kept version, or back); renameStoredTx moves the copy. It
+// reports whether there was one.
+func (b *Bucket) moveStoredLocked(from, to string) bool {
+	n, inStore := b.stored[from]
+	if !inStore {
+		return false
 	}
 	delete(b.stored, from)
 	b.stored[to] = n
-	return db.Update(func(tx *bolt.Tx) error {
-		data, meta, err := blobsOf(tx, b.storeKey(), false)
+	return true
+}
+
+// renameStoredTx moves the stored copy of from to key to.
+func (b *Bucket) renameStoredTx(from, to string) func(*bolt.Tx) error {
+	sk := b.storeKey()
+	return func(tx *bolt.Tx) error {
+		data, meta, err := blobsOf(tx, sk, false)
 		if err != nil || data == nil {
 			return err
 		}
@@ -344,7 +427,87 @@ func (b *Bucket) renameStoredLocked(bl *blob, from, to string) error {
 			}
 		}
 		return nil
+	}
+}
+
+// commitLocked runs fs in one store transaction (none if fs is empty).
+func (b *Bucket) commitLocked(fs []func(*bolt.Tx) error) error {
+	db := b.p.st.cur()
+	if len(fs) == 0 || db == nil {
+		return nil
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		for _, f := range fs {
+			if err := f(tx); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
+}
+
+// recordDurable records a new durable bucket (not yet visible to anyone)
+// in the store.
+func (b *Bucket) recordDurable() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.recordMetaLocked()
+}
+
+// recordMetaLocked writes the bucket's meta to the store, opening
+// (creating) it.
+func (b *Bucket) recordMetaLocked() error {
+	db, err := b.p.st.open()
+	if err != nil {
+		return err
+	}
+	if err := db.Update(b.putMetaTx); err != nil {
+		return fmt.Errorf("record bucket %s in the blob store: %w", b.Name(), err)
+	}
+	b.storedFlag.Store(true)
+	return nil
+}
+
+// SetDurable makes every later write to the named bucket durable (on),
+// or plain again (off: the copies stored so far stay until their blobs
+// are written plainly or deleted, as a durable Put's do). Turning it on
+// first stores each blob and kept version not stored yet, one commit
+// each, then the bucket's meta: when it returns the whole bucket would
+// come back after a restart.
+func (b *Bucket) SetDurable(on bool) error {
+	if b.pageSize > 0 {
+		return fmt.Errorf("durable bucket %s: a page bucket: %w", b.Name(), ErrInvalid)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked(); err != nil {
+		return err
+	}
+	m := b.Meta()
+	if m.Durable == on {
+		return nil
+	}
+	if on {
+		keys := slices.Sorted(maps.Keys(b.named))
+		for _, k := range keys {
+			if bl := b.named[k]; !bl.durable {
+				if err := b.storeBlobLocked(bl); err != nil {
+					return fmt.Errorf("make bucket %s durable: %w", b.Name(), err)
+				}
+			}
+		}
+	}
+	m.Durable = on
+	b.meta.Store(&m)
+	if !on && !b.storedFlag.Load() {
+		return nil
+	}
+	if err := b.recordMetaLocked(); err != nil {
+		m.Durable = !on
+		b.meta.Store(&m)
+		return err
+	}
+	return nil
 }
 
 // storeBlobMetaLocked writes bl's tags through to the store.
@@ -374,6 +537,9 @@ func (b *Bucket) storeBlobMetaLocked(bl *blob) error {
 
 // storeMetaLocked writes the bucket's meta through to the store.
 func (b *Bucket) storeMetaLocked() error {
+	if b.Durable() {
+		return b.recordMetaLocked()
+	}
 	db := b.p.st.cur()
 	if !b.storedFlag.Load() || db == nil {
 		return nil

@@ -78,6 +78,9 @@ type BucketMeta struct {
 	// a bucket deleted while a new one of its name is being stored never
 	// takes the new one's blobs with it.
 	Incarnation uint64 `json:"incarnation"`
+	// Durable: every write to the bucket goes through the blob store
+	// (BucketOptions.Durable, Bucket.SetDurable; durable.go).
+	Durable bool `json:"durable,omitempty"`
 }
 
 // Permits reports whether uid (primary group gid) may use the bucket for
@@ -106,6 +109,10 @@ func (b *Bucket) Meta() BucketMeta { return *b.meta.Load() }
 
 // Stored reports whether the durable store holds the bucket (durable.go).
 func (b *Bucket) Stored() bool { return b.storedFlag.Load() }
+
+// Durable reports whether every write to the bucket is durable
+// (BucketOptions.Durable, SetDurable).
+func (b *Bucket) Durable() bool { return b.meta.Load().Durable }
 
 // Chmod sets the bucket's permission bits.
 func (b *Bucket) Chmod(mode uint32) error {
@@ -139,7 +146,7 @@ func (b *Bucket) Chown(uid, gid uint32) error {
 // metaOf is the meta of a new bucket made with opts.
 func metaOf(opts BucketOptions, now time.Time) BucketMeta {
 	m := BucketMeta{Owner: opts.Owner, Group: opts.Group, Mode: opts.Mode & 0o777, Created: now,
-		KeepVersions: opts.KeepVersions, Incarnation: uint64(now.UnixNano())}
+		KeepVersions: opts.KeepVersions, Incarnation: uint64(now.UnixNano()), Durable: opts.Durable}
 	if opts.Mode == 0 {
 		m.Mode = DefaultBucketMode
 	}

@@ -74,6 +74,9 @@ func (b *Bucket) put(op, name string, off int64, data []byte, keep bool, mode pu
 		return err
 	}
 	bl := b.named[name]
+	if mode == putPlain && b.Durable() {
+		mode = putDurable // a durable bucket: every write is
+	}
 	switch mode {
 	case putDurable:
 		return b.storeBlobLocked(bl)

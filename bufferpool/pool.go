@@ -207,7 +207,7 @@ func (p *Pool) Close() error {
 // Bucket returns the bucket called name, creating it with opts if absent.
 // An existing bucket keeps its original options.
 func (p *Pool) Bucket(name string, opts BucketOptions) (*Bucket, error) {
-	if name == "" || opts.PageSize < 0 || !ValidCompress(opts.Compress) {
+	if name == "" || opts.PageSize < 0 || !ValidCompress(opts.Compress) || (opts.Durable && opts.PageSize > 0) {
 		return nil, fmt.Errorf("bucket %q (page size %d, compress %q): %w", name, opts.PageSize, opts.Compress, ErrInvalid)
 	}
 	p.mu.Lock()
@@ -220,6 +220,14 @@ func (p *Pool) Bucket(name string, opts BucketOptions) (*Bucket, error) {
 	}
 	b := newBucket(p, p.nextID.Add(1), name, opts)
 	b.SetCompress(opts.Compress) // validated above
+	if opts.Durable {
+		// Recorded before anyone can see it: a durable bucket that was
+		// returned comes back after a restart, empty or not. The commit
+		// is made under p.mu; creating a durable bucket is rare.
+		if err := b.recordDurable(); err != nil {
+			return nil, fmt.Errorf("durable bucket %q: %w", name, err)
+		}
+	}
 	p.buckets[name] = b
 	p.cat.addName(name)
 	return b, nil

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // Versions of named blobs. PutVersion(name, data) makes data version n+1
@@ -37,7 +39,9 @@ type VersionInfo struct {
 func versionKey(name string, v uint64) string { return name + "\x00" + strconv.FormatUint(v, 10) }
 
 // PutVersion stores data as a new version of blob name and returns its
-// version number.
+// version number. When it is durable (o.Durable, or a durable bucket) the
+// store's side of it (the new bytes, the kept bytes under their
+// version's key, the versions pruned) is one commit.
 func (b *Bucket) PutVersion(name string, data []byte, o PutOptions) (uint64, error) {
 	if err := b.checkNamed("put version", name, 0); err != nil {
 		return 0, err
@@ -50,6 +54,7 @@ func (b *Bucket) PutVersion(name string, data []byte, o PutOptions) (uint64, err
 	old := b.named[name]
 	gen := b.lastKeptLocked(name) // numbering goes on after the kept versions
 	var tags map[string]string
+	var store []func(*bolt.Tx) error // the store's side, committed below
 	if old != nil {
 		gen = b.genLocked(old)
 		// Keep the current bytes under their version's key.
@@ -65,8 +70,8 @@ func (b *Bucket) PutVersion(name string, data []byte, o PutOptions) (uint64, err
 		old.gen = gen
 		b.named[key] = old
 		b.keepCountLocked(key, 1)
-		if err := b.renameStoredLocked(old, name, key); err != nil {
-			return 0, fmt.Errorf("put version of %q: %w", name, err)
+		if b.moveStoredLocked(name, key) {
+			store = append(store, b.renameStoredTx(name, key))
 		}
 	}
 	if err := b.putLocked("put version", name, 0, data, false); err != nil {
@@ -82,12 +87,33 @@ func (b *Bucket) PutVersion(name string, data []byte, o PutOptions) (uint64, err
 		bl.tags[k] = v
 		b.p.cat.tag(b, bl, k, v)
 	}
-	if o.Durable {
-		if err := b.storeBlobLocked(bl); err != nil {
-			return 0, err
-		}
+	pruned := b.storedKeysLocked(b.pruneKeysLocked(name)...)
+	if len(pruned) > 0 {
+		store = append(store, b.deleteStoredTx(pruned))
+	}
+	if err := b.storeVersionLocked(bl, o.Durable || b.Durable(), store, pruned); err != nil {
+		return 0, fmt.Errorf("put version of %q: %w", name, err)
 	}
 	return bl.gen, b.pruneLocked(name)
+}
+
+// storeVersionLocked commits the store's side of a PutVersion: with the
+// new bytes if durable. If storing them fails, the rest is committed
+// alone (the store then matches the pool, the new bytes not durable).
+func (b *Bucket) storeVersionLocked(bl *blob, durable bool, store []func(*bolt.Tx) error, pruned []string) error {
+	var err error
+	if durable {
+		if err = b.storeBlobLocked(bl, store...); err == nil {
+			store = nil
+		}
+	}
+	if cerr := b.commitLocked(store); cerr != nil {
+		return cmpErr(err, cerr)
+	}
+	for _, k := range pruned {
+		b.forgetStoredLocked(k)
+	}
+	return err
 }
 
 // unkeepLocked undoes the rename of a failed PutVersion.
@@ -98,7 +124,7 @@ func (b *Bucket) unkeepLocked(name string, old *blob, tags map[string]string) {
 	key := old.name
 	delete(b.named, key)
 	b.keepCountLocked(key, -1)
-	b.renameStoredLocked(old, key, name)
+	b.moveStoredLocked(key, name)
 	old.name = name
 	old.tags = tags
 	b.named[name] = old
@@ -165,23 +191,35 @@ func (b *Bucket) keptLocked(name string) []*blob {
 	return out
 }
 
-// pruneLocked drops the oldest kept versions past KeepVersions.
-func (b *Bucket) pruneLocked(name string) error {
+// pruneKeysLocked returns the keys of the oldest kept versions past
+// KeepVersions.
+func (b *Bucket) pruneKeysLocked(name string) []string {
 	kept := b.keptLocked(name)
-	extra := len(kept) + 1 - b.Meta().KeepVersions
-	var first error
-	for i := 0; i < extra && i < len(kept); i++ {
-		first = cmpErr(first, b.unstoreBlobLocked(kept[i]))
-		first = cmpErr(first, b.removeLocked(kept[i]))
+	extra := min(len(kept)+1-b.Meta().KeepVersions, len(kept))
+	var keys []string
+	for i := 0; i < extra; i++ {
+		keys = append(keys, kept[i].name)
+	}
+	return keys
+}
+
+// pruneLocked drops the oldest kept versions past KeepVersions, and their
+// stored copies in one commit.
+func (b *Bucket) pruneLocked(name string) error {
+	keys := b.pruneKeysLocked(name)
+	first := b.unstoreKeysLocked(keys)
+	for _, k := range keys {
+		first = cmpErr(first, b.removeLocked(b.named[k]))
 	}
 	return first
 }
 
-// deleteVersionsLocked drops every kept version of name.
+// deleteVersionsLocked drops every kept version of name (their stored
+// copies are the caller's: deleteNamedLocked drops them with the
+// current one's, in one commit).
 func (b *Bucket) deleteVersionsLocked(name string) error {
 	var first error
 	for _, bl := range b.keptLocked(name) {
-		first = cmpErr(first, b.unstoreBlobLocked(bl))
 		first = cmpErr(first, b.removeLocked(bl))
 	}
 	return first

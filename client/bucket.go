@@ -38,6 +38,13 @@ func Compress(codec string) BucketOption {
 	return func(b *Bucket) error { return b.SetCompress(codec) }
 }
 
+// Durable makes the bucket durable (Bucket.SetDurable(true) at open):
+// every write to it returns once the daemon's durable store has it,
+// synced, whether the bucket was just created or not.
+func Durable() BucketOption {
+	return func(b *Bucket) error { return b.SetDurable(true) }
+}
+
 // SetCompress sets the codec of the bucket's blobs on slower tiers, for
 // the blobs that move there from now on (see Compress).
 func (b *Bucket) SetCompress(codec string) error {
@@ -50,7 +57,7 @@ func (b *Bucket) SetCompress(codec string) error {
 }
 
 // Bucket opens the bucket called name, creating it if absent, and
-// applies opts (Compress).
+// applies opts (Compress, Durable).
 func (c *Client) Bucket(name string, opts ...BucketOption) (*Bucket, error) {
 	k, err := c.newCall(cte.Name, cte.MOpen, runtime.NewArgWriter(nil).String(name).Bytes(), nil, errRoom)
 	if err != nil {

@@ -51,15 +51,31 @@
 // (0: the current), ListVersions lists them oldest first. Put and
 // PartialPut change the current version in place; Delete removes all.
 //
-// # Durable blobs
+// # Durable blobs and buckets
 //
 // PutWith(blob, data, PutOptions{Durable: true}) returns once the blob is
 // in the daemon's blob store on its file tier and the store is synced: it
 // survives kill -9 of the daemon, and a daemon restarted on the same tier
 // directory serves it again, bit for bit, with its bucket's owner and
-// mode, its tags and its kept versions. A blob survives when its last
-// write was durable: a later plain Put, PartialPut or Delete drops its
-// stored copy. Without a file tier a durable put fails with ErrInvalid.
+// mode, its tags and its kept versions. In a plain bucket a blob survives
+// when its last write was durable: a later plain Put, PartialPut or
+// Delete drops its stored copy.
+//
+// A durable bucket keeps all of itself: BucketWith(name,
+// BucketOptions{Durable: true}) creates one (an existing bucket keeps its
+// own options), Bucket(name, Durable()) or Bucket.SetDurable(true) makes
+// an existing one durable (storing what it holds; the owner or root
+// only). Every write to a durable bucket, plain or not (Put; PartialPut,
+// which the daemon makes by storing the whole blob again, so its cost
+// grows with the blob; PutVersion; SetTag, DeleteTag; Delete; Chmod),
+// returns once the store has it, synced; after kill -9 and a restart the
+// bucket has exactly the blobs, bytes, versions and tags of the calls
+// that returned (the one in flight may or may not be there, never torn).
+// StatBucket says DurableBucket. `iowarp put --durable` creates the bucket
+// durable when it does not exist yet. Without a file tier a durable put
+// or bucket fails with ErrInvalid; a daemon older than durable buckets
+// refuses BucketOptions.Durable (runtime.ErrBadArgs) rather than create a
+// plain bucket.
 //
 // Data crosses through the client's shared segment: Put copies the caller's
 // bytes into it once, and the daemon copies them into the pool's tier once;

@@ -19,6 +19,19 @@ type BucketOptions struct {
 	// KeepVersions is how many versions of a blob PutVersion keeps, the
 	// current one included (0 = the daemon's default, 4).
 	KeepVersions int
+	// Durable creates a durable bucket: every write to it (Put,
+	// PartialPut, PutVersion, tags, Delete) returns once the daemon's
+	// durable store has it, synced, and the bucket comes back after a
+	// restart, kill -9 included. An existing bucket keeps its own (see
+	// Bucket.SetDurable). The daemon needs a file tier.
+	Durable bool
+}
+
+func (o BucketOptions) flags() uint32 {
+	if o.Durable {
+		return cte.BucketFlagDurable
+	}
+	return 0
 }
 
 // PutOptions modify a put.
@@ -62,8 +75,11 @@ func (c *Client) BucketWith(name string, o BucketOptions) (*Bucket, error) {
 	if o.KeepVersions < 0 || o.KeepVersions > 1<<16 {
 		return nil, fmt.Errorf("open bucket %q: keep %d versions: %w", name, o.KeepVersions, ErrInvalid)
 	}
-	args := runtime.NewArgWriter(nil).String(name).U32(o.Mode).U32(uint32(o.KeepVersions)).Bytes()
-	k, err := c.newCall(cte.Name, cte.MOpenWith, args, nil, errRoom)
+	args := runtime.NewArgWriter(nil).String(name).U32(o.Mode).U32(uint32(o.KeepVersions))
+	if f := o.flags(); f != 0 { // sent only when set: older daemons refuse it
+		args.U32(f)
+	}
+	k, err := c.newCall(cte.Name, cte.MOpenWith, args.Bytes(), nil, errRoom)
 	if err != nil {
 		return nil, err
 	}
@@ -185,4 +201,18 @@ func (c *Client) Query(q Query) ([]QueryResult, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// SetDurable makes every later write to the bucket durable (on), as
+// BucketOptions.Durable does at creation, first storing the blobs it
+// holds; off makes them plain again (the copies already stored stay
+// until their blobs are written plainly or deleted). The bucket's owner
+// and root only.
+func (b *Bucket) SetDurable(on bool) error {
+	w := runtime.NewArgWriter(nil)
+	cte.WriteRef(w, b.handle, b.name)
+	if err := b.simple(cte.MSetDurable, w.Bool(on).Bytes()); err != nil {
+		return fmt.Errorf("durable bucket %q (%v): %w", b.name, on, err)
+	}
+	return nil
 }

@@ -99,7 +99,7 @@ func newBlobCmds() []*cobra.Command {
 
 func newPutCmd() *cobra.Command {
 	var t ipcTarget
-	var durable, version bool
+	var durable, durableBucket, version bool
 	var mode string
 	var keep int
 	var tags []string
@@ -110,7 +110,10 @@ func newPutCmd() *cobra.Command {
 		Long: `Store FILE (or stdin) as BLOB in BUCKET. Bucket names are paths
 (simulation/run1/temperature). A new bucket belongs to the caller, mode 0600
 unless --mode says otherwise. --durable returns once the blob is in the
-daemon's durable store on its file tier (it survives kill -9 and a restart);
+daemon's durable store on its file tier (it survives kill -9 and a restart),
+and a bucket it creates is durable: every later write to it is durable too,
+with or without --durable (an existing plain bucket stays plain, unless
+--durable-bucket makes it durable first: its owner only);
 --version keeps the blob's current bytes as the previous version (the bucket
 keeps --keep versions, set when it is created).`,
 		Args: cobra.RangeArgs(2, 3),
@@ -131,7 +134,12 @@ keeps --keep versions, set when it is created).`,
 				return err
 			}
 			o := client.PutOptions{Durable: durable}
-			return t.withBucket(args[0], client.BucketOptions{Mode: m, KeepVersions: keep}, func(_ *client.Client, b *client.Bucket) error {
+			return t.withBucket(args[0], client.BucketOptions{Mode: m, KeepVersions: keep, Durable: durable}, func(_ *client.Client, b *client.Bucket) error {
+				if durableBucket {
+					if err := b.SetDurable(true); err != nil {
+						return err
+					}
+				}
 				if compress != "" {
 					if err := b.SetCompress(compress); err != nil {
 						return err
@@ -159,7 +167,8 @@ keeps --keep versions, set when it is created).`,
 	}
 	t.register(cmd)
 	f := cmd.Flags()
-	f.BoolVar(&durable, "durable", false, "return once the blob is on the persistent tier and the store is synced")
+	f.BoolVar(&durableBucket, "durable-bucket", false, "make the bucket durable first (every write to it, this one included, returns once the store has it; the bucket's owner only)")
+	f.BoolVar(&durable, "durable", false, "return once the blob is on the persistent tier and the store is synced; a bucket this creates is durable (every write to it is)")
 	f.BoolVar(&version, "version", false, "store as a new version, keeping the current bytes as the previous one")
 	f.StringVar(&mode, "mode", "", "permission bits of a bucket this creates, octal (default 0600)")
 	f.IntVar(&keep, "keep", 0, "versions of each blob a bucket this creates keeps (default 4)")
@@ -392,7 +401,7 @@ func (l *lsFlags) run(c *client.Client, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%04o\t%d\t%v\t%s\n", n, st.Owner, st.Group, st.Mode, st.KeepVersions, st.Durable,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%04o\t%d\t%s\t%s\n", n, st.Owner, st.Group, st.Mode, st.KeepVersions, durability(st),
 			st.Created.Format(time.RFC3339))
 	}
 	return tw.Flush()
@@ -526,4 +535,17 @@ func newBenchCmd() *cobra.Command {
 	ipcCmd.Flags().DurationVar(&d, "time", time.Second, "time spent on each measurement")
 	b.AddCommand(ipcCmd)
 	return b
+}
+
+// durability says in ls -l how much of a bucket survives a restart: all
+// ("bucket": a durable bucket), the blobs put durably ("blobs"), or
+// nothing ("no").
+func durability(st client.BucketStat) string {
+	switch {
+	case st.DurableBucket:
+		return "bucket"
+	case st.Durable:
+		return "blobs"
+	}
+	return "no"
 }

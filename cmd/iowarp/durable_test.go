@@ -76,6 +76,9 @@ func TestDurableBlobsSurviveKill(t *testing.T) {
 	sock := ipc.SocketPath(ctl, "")
 	kill := startCTE(t, cfg, sock)
 
+	// A plain put creates the bucket plain: the --durable puts below
+	// are durable one by one, not the bucket (TestDurableBucketSurvivesKill).
+	runCLI(t, []byte("volatile"), "put", "--control-dir", ctl, "sim/run1/temp", "plain", "-")
 	blobs := map[string][]byte{}
 	for _, n := range []string{"a", "b", "c"} {
 		data := make([]byte, 3<<20+len(n)*1000)
@@ -86,7 +89,6 @@ func TestDurableBlobsSurviveKill(t *testing.T) {
 	v1, v2 := []byte("version one"), []byte("version two")
 	runCLI(t, v1, "put", "--control-dir", ctl, "--durable", "--version", "sim/run1/temp", "hist", "-")
 	runCLI(t, v2, "put", "--control-dir", ctl, "--durable", "--version", "sim/run1/temp", "hist", "-")
-	runCLI(t, []byte("volatile"), "put", "--control-dir", ctl, "sim/run1/temp", "plain", "-")
 	runCLI(t, []byte("old"), "put", "--control-dir", ctl, "--durable", "sim/run1/temp", "over", "-")
 	runCLI(t, []byte("new, not durable"), "put", "--control-dir", ctl, "sim/run1/temp", "over", "-")
 

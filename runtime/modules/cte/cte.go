@@ -19,13 +19,25 @@
 // effect on the next request of every client. A bucket is created owned
 // by the caller (mode 0600 unless open_with says otherwise). Reading
 // (get, list, stat, versions, queries) needs r, writing (put, delete,
-// tags) needs w, chmod and delete_bucket need the owner, chown does not
-// exist; root passes every check (bufferpool/meta.go). A bucket the
+// tags) needs w, chmod, set_durable and delete_bucket need the owner,
+// chown does not exist; root passes every check (bufferpool/meta.go). A bucket the
 // caller may not read is left out of buckets and query answers; naming one
 // directly fails with runtime.ErrPermission. The daemon's own buckets
 // (page buckets of files and OMNI views, names "file:N", "omni:...") are
 // not reachable through this module at all. Tasks without a session (in
 // the daemon's process) are trusted.
+//
+// # Durable buckets
+//
+// open_with's optional bucket flags (BucketFlagDurable) create a durable
+// bucket, set_durable makes an existing one durable or plain again:
+// every put, partial put, versioned put, tag change and delete of a blob
+// of a durable bucket is answered once the pool's blob store has it,
+// synced (bufferpool/durable.go). A client sends the flags only when not
+// zero, so a daemon without them still serves it plain buckets; the
+// bucket_stat reply's last byte (DurableBucket) is sent only for a durable
+// bucket and read only if present, so a client without it still stats
+// every other bucket.
 //
 // Safe for concurrent use: the pool locks per bucket.
 package cte
@@ -65,7 +77,7 @@ func New(pool *bufferpool.Pool) *Module {
 		{MOpenWith, m.openWith}, {MChmod, m.chmod}, {MBucketStat, m.bucketStat}, {MQuery, m.query},
 		{MPutWith, m.putWith}, {MPutVersion, m.putVersion}, {MGetVersion, m.getVersion},
 		{MListVersions, m.listVersions},
-		{MSetCompress, m.setCompress},
+		{MSetCompress, m.setCompress}, {MSetDurable, m.setDurable},
 	}
 	return m
 }
@@ -155,16 +167,17 @@ func (m *Module) lookup(name string) (*bufferpool.Bucket, error) {
 	return b, wrap(err)
 }
 
-// openName returns bucket name, creating it owned by the caller with mode
-// and keep (0: defaults), and checks that the caller may use it at all.
-func (m *Module) openName(t *runtime.Task, name string, mode uint32, keep int) (*bufferpool.Bucket, error) {
+// openName returns bucket name, creating it owned by the caller with mode,
+// keep (0: defaults) and flags (BucketFlagDurable), and checks that the
+// caller may use it at all.
+func (m *Module) openName(t *runtime.Task, name string, mode uint32, keep int, flags uint32) (*bufferpool.Bucket, error) {
 	if err := bufferpool.ValidBucketName(name); err != nil {
 		return nil, wrap(err)
 	}
-	if mode&^0o777 != 0 || keep < 0 {
-		return nil, fmt.Errorf("bucket %s: mode %#o, keep %d: %w", name, mode, keep, runtime.ErrInvalid)
+	if mode&^0o777 != 0 || keep < 0 || flags&^BucketFlagDurable != 0 {
+		return nil, fmt.Errorf("bucket %s: mode %#o, keep %d, flags %#x: %w", name, mode, keep, flags, runtime.ErrInvalid)
 	}
-	opts := bufferpool.BucketOptions{Mode: mode, KeepVersions: keep}
+	opts := bufferpool.BucketOptions{Mode: mode, KeepVersions: keep, Durable: flags&BucketFlagDurable != 0}
 	if t.Session != nil {
 		opts.Owner, opts.Group = t.Session.UID, t.Session.GID
 	}
@@ -186,7 +199,7 @@ func (m *Module) bucket(t *runtime.Task, r *runtime.ArgReader, need uint32) (*bu
 		if err := r.Err(); err != nil {
 			return nil, err
 		}
-		b, err := m.openName(t, name, 0, 0)
+		b, err := m.openName(t, name, 0, 0, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -234,27 +247,33 @@ func (m *Module) open(_ context.Context, t *runtime.Task) (runtime.Result, error
 	if err := r.Done(); err != nil {
 		return runtime.Result{}, err
 	}
-	return m.openHandle(t, name, 0, 0)
+	return m.openHandle(t, name, 0, 0, 0)
 }
 
+// openWith is open with the options of a bucket it creates; the bucket
+// flags are optional (clients send them only when not zero).
 func (m *Module) openWith(_ context.Context, t *runtime.Task) (runtime.Result, error) {
 	r := runtime.NewArgReader(t.Args)
 	name := r.String(MaxName)
 	mode, keep := r.U32(), r.U32()
+	var flags uint32
+	if r.Err() == nil && r.Len() > 0 {
+		flags = r.U32()
+	}
 	if err := r.Done(); err != nil {
 		return runtime.Result{}, err
 	}
 	if keep > 1<<16 {
 		return runtime.Result{}, fmt.Errorf("keep %d versions: %w", keep, runtime.ErrInvalid)
 	}
-	return m.openHandle(t, name, mode, int(keep))
+	return m.openHandle(t, name, mode, int(keep), flags)
 }
 
-func (m *Module) openHandle(t *runtime.Task, name string, mode uint32, keep int) (runtime.Result, error) {
+func (m *Module) openHandle(t *runtime.Task, name string, mode uint32, keep int, flags uint32) (runtime.Result, error) {
 	if t.Session == nil {
 		return runtime.Result{}, fmt.Errorf("open needs a session: %w", runtime.ErrInvalid)
 	}
-	b, err := m.openName(t, name, mode, keep)
+	b, err := m.openName(t, name, mode, keep, flags)
 	if err != nil {
 		return runtime.Result{}, err
 	}
@@ -504,6 +523,22 @@ func (m *Module) setCompress(_ context.Context, t *runtime.Task) (runtime.Result
 	return runtime.Result{}, wrap(b.SetCompress(codec))
 }
 
+// setDurable makes every later write to the bucket durable, or plain
+// again (Bucket.SetDurable): the owner's (and root's) to change, as the
+// mode is, since it changes what every writer's calls promise.
+func (m *Module) setDurable(_ context.Context, t *runtime.Task) (runtime.Result, error) {
+	r := runtime.NewArgReader(t.Args)
+	b, err := m.bucket(t, r, needOwner)
+	if err != nil {
+		return runtime.Result{}, err
+	}
+	on := r.Bool()
+	if err := r.Done(); err != nil {
+		return runtime.Result{}, err
+	}
+	return runtime.Result{}, wrap(b.SetDurable(on))
+}
+
 // readable reports whether b is a named bucket the caller may read.
 func readable(t *runtime.Task, b *bufferpool.Bucket) bool {
 	return b.PageSize() == 0 && bufferpool.ValidBucketName(b.Name()) == nil && allowed(t, b, needRead)
@@ -589,7 +624,7 @@ func (m *Module) bucketStat(_ context.Context, t *runtime.Task) (runtime.Result,
 	meta := b.Meta()
 	w := runtime.NewArgWriter(nil)
 	WriteBucketStat(w, BucketStat{Name: b.Name(), Owner: meta.Owner, Group: meta.Group, Mode: meta.Mode,
-		Created: meta.Created, KeepVersions: uint32(meta.KeepVersions), Durable: b.Stored()})
+		Created: meta.Created, KeepVersions: uint32(meta.KeepVersions), Durable: b.Stored(), DurableBucket: meta.Durable})
 	return t.Reply(w.Bytes())
 }
 

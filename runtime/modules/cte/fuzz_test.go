@@ -88,6 +88,10 @@ func FuzzMethods(f *testing.F) {
 	add(MGet, runtime.NewArgWriter(nil).U64(7).String("b").Bytes(), nil) // a handle that is not open
 	add(MPartialGet, ref("a").String("b").I64(-1).Bytes(), nil)
 	add(MOpenWith, runtime.NewArgWriter(nil).String("a/b").U32(0o640).U32(3).Bytes(), nil)
+	add(MOpenWith, runtime.NewArgWriter(nil).String("a/d").U32(0).U32(0).U32(BucketFlagDurable).Bytes(), nil)
+	add(MOpenWith, runtime.NewArgWriter(nil).String("a/d").U32(0).U32(0).U32(0xff).Bytes(), nil)
+	add(MSetDurable, ref("a").Bool(true).Bytes(), nil)
+	add(MSetDurable, ref("a").U8(2).Bytes(), nil)
 	add(MChmod, ref("a").U32(0o644).Bytes(), nil)
 	add(MBucketStat, ref("a").Bytes(), nil)
 	add(MPutWith, ref("a").String("c").U32(0).Bytes(), []byte("data"))
@@ -151,6 +155,39 @@ func FuzzReadQuery(f *testing.F) {
 		WriteQuery(w, q)
 		if !bytes.Equal(w.Bytes(), b) {
 			t.Fatalf("query %+v does not encode back to %x", q, b)
+		}
+	})
+}
+
+// FuzzReadBucketStat: the bucket_stat reply a client decodes, with or
+// without its last byte (DurableBucket, which older daemons do not send).
+// No panic; an error returns the zero BucketStat; a decoded one encodes
+// back to its bytes (less an optional last byte that said false).
+func FuzzReadBucketStat(f *testing.F) {
+	w := runtime.NewArgWriter(nil)
+	WriteBucketStat(w, BucketStat{Name: "sim/run1", Owner: 1000, Group: 100, Mode: 0o640,
+		Created: time.Unix(0, 98765), KeepVersions: 4, Durable: true, DurableBucket: true})
+	f.Add(w.Bytes())
+	f.Add(w.Bytes()[:len(w.Bytes())-1]) // from a daemon without DurableBucket
+	f.Add(append(w.Bytes()[:len(w.Bytes())-1], 2))
+	f.Add(append(w.Bytes()[:len(w.Bytes())-1], 0)) // a false one sent anyway
+	f.Add(w.Bytes()[:10])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := runtime.NewArgReader(b)
+		s := ReadBucketStat(r)
+		if r.Err() != nil {
+			if s != (BucketStat{}) {
+				t.Fatalf("error %v with a partial stat %+v", r.Err(), s)
+			}
+			return
+		}
+		if r.Done() != nil {
+			return
+		}
+		w := runtime.NewArgWriter(nil)
+		WriteBucketStat(w, s)
+		if want := w.Bytes(); !bytes.Equal(want, b) && !bytes.Equal(append(bytes.Clone(want), 0), b) {
+			t.Fatalf("stat %+v does not encode back to %x", s, b)
 		}
 	})
 }

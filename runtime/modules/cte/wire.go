@@ -24,7 +24,7 @@ const (
 	MDeleteBucket = "delete_bucket" // (name)
 	MStats        = "stats"         // () Out: JSON of bufferpool.Stats
 	// Added after the first release; clients resolve by name.
-	MOpenWith     = "open_with"     // (name, u32 mode, u32 keep versions) → Value: handle
+	MOpenWith     = "open_with"     // (name, u32 mode, u32 keep versions[, u32 bucket flags]) → Value: handle
 	MChmod        = "chmod"         // (ref, u32 mode): owner or root
 	MBucketStat   = "bucket_stat"   // (ref) Out: BucketStat
 	MQuery        = "query"         // (Query) Out: u32 n, n × (bucket, BlobInfo)
@@ -33,6 +33,15 @@ const (
 	MGetVersion   = "get_version"   // (ref, blob, u64 version) Out: data; ErrShortBuffer: Value = size
 	MListVersions = "list_versions" // (ref, blob) Out: u32 n, n × VersionInfo
 	MSetCompress  = "set_compress"  // (ref, codec): codec of blobs moving to slower tiers
+	MSetDurable   = "set_durable"   // (ref, bool): every write durable, or not (owner or root)
+)
+
+// Bucket flags (open_with's optional last argument, sent only when not
+// zero, so that a daemon older than them still opens plain buckets).
+const (
+	// BucketFlagDurable: a bucket open_with creates is durable (every
+	// write to it returns once the durable store has it, synced).
+	BucketFlagDurable uint32 = 1 << iota
 )
 
 // Put flags (put_with, put_version).
@@ -139,20 +148,28 @@ func readInfo(r *runtime.ArgReader) Info {
 }
 
 // BucketStat describes a bucket: owner, group, mode, when it was made,
-// how many versions PutVersion keeps, and whether it is in the durable
-// store.
+// how many versions PutVersion keeps, whether it is in the durable store
+// (Durable: it, or some of its blobs, come back after a restart) and
+// whether it is a durable bucket (DurableBucket: every write to it does).
 type BucketStat struct {
-	Name         string
-	Owner, Group uint32
-	Mode         uint32
-	Created      time.Time
-	KeepVersions uint32
-	Durable      bool
+	Name          string
+	Owner, Group  uint32
+	Mode          uint32
+	Created       time.Time
+	KeepVersions  uint32
+	Durable       bool
+	DurableBucket bool
 }
 
-// WriteBucketStat appends the encoding of s.
+// WriteBucketStat appends the encoding of s. DurableBucket is an optional
+// last byte, written only when true, and read by ReadBucketStat only if it
+// is there: a client older than it still decodes the stat of every bucket
+// but a durable one, and a daemon older than it sends none.
 func WriteBucketStat(w *runtime.ArgWriter, s BucketStat) {
 	w.String(s.Name).U32(s.Owner).U32(s.Group).U32(s.Mode).I64(unixNano(s.Created)).U32(s.KeepVersions).Bool(s.Durable)
+	if s.DurableBucket {
+		w.Bool(true)
+	}
 }
 
 // ReadBucketStat decodes one BucketStat (check r.Err).
@@ -161,6 +178,9 @@ func ReadBucketStat(r *runtime.ArgReader) BucketStat {
 	s.Created = fromUnixNano(r.I64())
 	s.KeepVersions = r.U32()
 	s.Durable = r.Bool()
+	if r.Err() == nil && r.Len() > 0 {
+		s.DurableBucket = r.Bool()
+	}
 	if r.Err() != nil {
 		return BucketStat{}
 	}
