@@ -150,8 +150,7 @@ func (g *Generation) cachedPlan(key string, raw bool, resolve func() (*omni.Vari
 	if old := g.plans[key]; old != nil {
 		return old, nil
 	}
-	p.base = g.nextPage
-	g.nextPage += p.nblocks * p.ppb
+	p.base = g.d.nextPage.Add(p.nblocks*p.ppb) - p.nblocks*p.ppb
 	if len(g.plans) < maxPlans && g.memBytes+int64(len(p.mem)) <= maxPlanMem {
 		g.plans[key] = p
 		g.memBytes += int64(len(p.mem))
