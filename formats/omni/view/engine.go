@@ -32,7 +32,11 @@
 // (in Scratch mode the helper reads through the mount, and its reads
 // must not need anything a waiting view request holds; elsewhere it
 // reads the backing store, but a held lock would still serialise every
-// reader behind the slowest helper request).
+// reader behind the slowest helper request). Two exceptions hold a lock
+// of one view's CSV over its reads: Plan.csvMu while data.csv is sized
+// (one render at a time, the others wait for its size) and a
+// CSVReader's mu over a read (one chunk of rows per open file); the
+// helper never reads a view, so neither can wait on itself.
 package view
 
 import (
