@@ -172,9 +172,9 @@
 // registry, and /.omni/<path>/ opens any HDF5, NetCDF, Zarr, CSV, JSON
 // lines or Parquet file of the mount lazily. Groups are directories; a
 // variable is a directory of data (raw, C order), data.npy (NumPy 1.0,
-// exact size, any offset), data.csv (rendered at open, direct I/O; its
-// exact size is learnt by rendering it once at the first stat and kept
-// with the view's plan; a view of more than 64 MiB of raw data has no
+// exact size, any offset), data.csv (direct I/O, never held whole: its
+// exact size is learnt by rendering it once, by runs of rows, at the
+// first stat, and a read renders the rows it covers: view.CSVReader; a view of more than 64 MiB of raw data has no
 // data.csv: not listed, EFBIG by name), shape and dims (JSON arrays), dtype, attrs/<name> (also
 // user.* xattrs; groups have them too); schema.json at the top. Names
 // such as temperature[0:2,10:20,:] and temperature@time=2024-01:2024-06

@@ -783,7 +783,7 @@ type dataKind int
 const (
 	dataRaw    dataKind = iota // C order, native byte order
 	dataNPY                    // NumPy 1.0 header, then the raw bytes
-	dataCSV                    // omni.CSVTable, rendered at open
+	dataCSV                    // omni.CSVTable, rendered by chunks of rows (view.CSVReader)
 	dataStored                 // the stored values, undecoded (data.raw)
 )
 
@@ -811,8 +811,8 @@ var (
 func (d *omniData) omniKey() string { return "d:" + d.v.omniKey() + "\x00" + string(rune('0'+d.kind)) }
 
 // size is the file's size, exact for every rendering: data.csv is
-// rendered once to learn it (view.Plan.CSVSize), so tar, rsync and cp
-// copy it whole.
+// rendered once, chunk by chunk, to learn it (view.Plan.CSVSize, which
+// keeps only a row index), so tar, rsync and cp copy it whole.
 func (d *omniData) size(ctx context.Context, p *view.Plan) (int64, error) {
 	switch d.kind {
 	case dataNPY:
@@ -827,6 +827,9 @@ func (d *omniData) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrO
 	switch h := f.(type) {
 	case *omniBytes:
 		fileAttr(h.gen.Stat(), int64(len(h.b)), &out.Attr)
+		return 0
+	case *view.CSVReader:
+		fileAttr(h.Plan().Generation().Stat(), h.Size(), &out.Attr)
 		return 0
 	case *omniDataHandle:
 		n, _ := d.size(ctx, h.p) // data or data.npy: no error
@@ -863,11 +866,11 @@ func (d *omniData) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	}
 	switch d.kind {
 	case dataCSV:
-		b, err := p.CSV(asCaller(ctx))
+		r, err := p.CSV(asCaller(ctx))
 		if err != nil {
 			return nil, 0, omniErrno(err)
 		}
-		return &omniBytes{p.Generation(), b}, fuse.FOPEN_DIRECT_IO, 0
+		return r, fuse.FOPEN_DIRECT_IO, 0
 	case dataNPY:
 		return &omniDataHandle{p: p, hdr: p.NPYHeader(), c: view.NewCursor()}, 0, 0
 	}
@@ -875,6 +878,13 @@ func (d *omniData) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 }
 
 func (d *omniData) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if r, ok := f.(*view.CSVReader); ok {
+		n, err := r.ReadAt(asCaller(ctx), dest, off)
+		if err != nil {
+			return nil, omniErrno(err)
+		}
+		return fuse.ReadResultData(dest[:n]), 0
+	}
 	h, ok := f.(*omniDataHandle)
 	if !ok {
 		return readBytes(f, dest, off)

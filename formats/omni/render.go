@@ -104,7 +104,6 @@ func (t *CSVTable) WriteHeader(w io.Writer) error {
 // bytes, of DType), without the header, so that the blocks of a large
 // selection, each with its own h, make one CSV one after the other.
 func (t *CSVTable) WriteRows(w io.Writer, h Hyperslab, data []byte) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
 	vals, err := csvValues(t.DType, data)
 	if err != nil {
 		return err
@@ -112,8 +111,35 @@ func (t *CSVTable) WriteRows(w io.Writer, h Hyperslab, data []byte) error {
 	if int64(len(vals)) != h.Len() {
 		return fmt.Errorf("csv of %s: %d values for %d selected: %w", t.V.Path, len(vals), h.Len(), ErrInvalid)
 	}
+	return t.writeVals(w, h, make([]int64, len(h.Count)), vals)
+}
+
+// WriteRange writes the rows of the values first, first+1, ... of the
+// selection Sel in C order (data: their bytes, of DType), without the
+// header: any run of the selection renders alone, so a large CSV is
+// served by rendering the rows a read needs (CSVTable holds no values).
+func (t *CSVTable) WriteRange(w io.Writer, first int64, data []byte) error {
+	vals, err := csvValues(t.DType, data)
+	if err != nil {
+		return err
+	}
+	if first < 0 || first+int64(len(vals)) > t.Sel.Len() {
+		return fmt.Errorf("csv of %s: rows %d+%d of %d: %w", t.V.Path, first, len(vals), t.Sel.Len(), ErrInvalid)
+	}
+	idx := make([]int64, len(t.Sel.Count))
+	for i := len(idx) - 1; i >= 0 && first > 0; i-- {
+		if t.Sel.Count[i] > 0 {
+			idx[i], first = first%t.Sel.Count[i], first/t.Sel.Count[i]
+		}
+	}
+	return t.writeVals(w, t.Sel, idx, vals)
+}
+
+// writeVals writes the rows of vals, the rendered values of h from its
+// C-order multi-index idx on (advanced in place).
+func (t *CSVTable) writeVals(w io.Writer, h Hyperslab, idx []int64, vals []string) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
 	long := t.long()
-	idx := make([]int64, len(h.Count))
 	for _, val := range vals {
 		if long {
 			for i, k := range idx {

@@ -16,16 +16,31 @@
 // upstream OMNI job (DatasetOfRange): its model is cut (omni.Cut) and
 // every read is mapped to the stored records, with pages of its own.
 //
-// Locks: Engine.mu guards sets only; Dataset.mu guards its current
+// The engine remembers every Dataset looked up (a small record: its key
+// and the pages its plans took), but keeps loaded, with their schema and
+// plans, only the MaxDatasets used last: the Generation of the least
+// recently used one is dropped (not killed: a view opened on it reads on)
+// and loaded again by a helper when the Dataset is next used. Plans take
+// their pages from a counter of the Dataset, never of the Generation, so
+// the pages of a dropped Generation, left in the pool for its open views
+// and evicted by the pool like any, are never read as another's.
+//
+// Locks: Engine.mu guards sets and the LRU list (taken before a
+// Dataset.mu when evicting, never the other way); Dataset.mu guards its current
 // Generation; Generation.mu guards plans and in-flight fetches. Each is
 // taken alone, and none is held while a helper or the file layer works
 // (in Scratch mode the helper reads through the mount, and its reads
 // must not need anything a waiting view request holds; elsewhere it
 // reads the backing store, but a held lock would still serialise every
-// reader behind the slowest helper request).
+// reader behind the slowest helper request). Two exceptions hold a lock
+// of one view's CSV over its reads: Plan.csvMu while data.csv is sized
+// (one render at a time, the others wait for its size) and a
+// CSVReader's mu over a read (one chunk of rows per open file); the
+// helper never reads a view, so neither can wait on itself.
 package view
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -84,11 +99,21 @@ type Options struct {
 	// one helper request per RetryAfter; a helper that failed for a
 	// passing reason (a deadline on a loaded node) is not final.
 	RetryAfter time.Duration
+	// MaxDatasets bounds the Datasets kept loaded (schema and plans);
+	// the least recently used past it are dropped and loaded again on
+	// use (0 = DefaultMaxDatasets).
+	MaxDatasets int
 	// OnLoad, if set, is called (with no lock held) each time a
-	// Dataset's new Generation opened without error: the search index
+	// Dataset's new Generation opened without error (not again when a
+	// dropped one is loaded again, the source unchanged): the search index
 	// learns of datasets and of their changes so. It must not block.
 	OnLoad func(d *Dataset, g *Generation)
 }
+
+// DefaultMaxDatasets is MaxDatasets when unset: a schema with its plans
+// is tens to hundreds of KiB (a crafted one up to the schema bounds), so
+// 128 keep the engine in some tens of MiB.
+const DefaultMaxDatasets = 128
 
 // Stats counts what the views did; for tests and `iowarp stat`.
 type Stats struct {
@@ -112,8 +137,11 @@ type Engine struct {
 	mu sync.Mutex
 	// sets holds every Dataset looked up since mount, by key ("m:" +
 	// mount-relative path, or "x:" + absolute path of a file outside the
-	// mount). Bounded by the files looked up under /.omni.
+	// mount): a record of some hundred bytes each. lru holds the loaded
+	// ones (a Generation in gen), most recently used first, at most
+	// MaxDatasets.
 	sets map[string]*Dataset
+	lru  list.List
 }
 
 // New returns the engine of opt; nil when opt lacks Formats or Pool.
@@ -134,12 +162,55 @@ func New(opt Options) *Engine {
 	if o.opt.RetryAfter <= 0 {
 		o.opt.RetryAfter = 30 * time.Second
 	}
+	if o.opt.MaxDatasets <= 0 {
+		o.opt.MaxDatasets = DefaultMaxDatasets
+	}
 	return o
 }
 
 // Stats returns the views' counters.
 func (o *Engine) Stats() Stats {
 	return Stats{Opens: o.stats.opens.Load(), BlockReads: o.stats.blockReads.Load(), BlockHits: o.stats.blockHits.Load()}
+}
+
+// Loaded is the number of Datasets loaded (at most MaxDatasets).
+func (o *Engine) Loaded() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.lru.Len()
+}
+
+// used marks d the most recently used loaded Dataset and drops the
+// Generation of the least recently used ones past MaxDatasets. A Dataset
+// being loaded keeps its place (its loader will mark it again).
+func (o *Engine) used(d *Dataset) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if d.elem == nil {
+		d.elem = o.lru.PushFront(d)
+	} else {
+		o.lru.MoveToFront(d.elem)
+	}
+	for e := o.lru.Back(); e != nil && o.lru.Len() > o.opt.MaxDatasets; {
+		prev := e.Prev()
+		if v := e.Value.(*Dataset); v != d && v.drop() {
+			o.lru.Remove(e)
+			v.elem = nil
+		}
+		e = prev
+	}
+}
+
+// drop forgets d's Generation unless one is being loaded; the views
+// opened on it keep it alive and read on.
+func (d *Dataset) drop() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.loading != nil {
+		return false
+	}
+	d.gen = nil
+	return true
 }
 
 // Close frees what the views hold outside the pool.
@@ -206,12 +277,20 @@ type Dataset struct {
 	rel string     // mount-relative path; "" for a file outside the mount
 	abs string     // absolute path when rel == ""
 	rng omni.Range // the job's byte range its views show (zero: all)
+	// nextPage is the first page of the bucket no plan of any
+	// Generation took yet.
+	nextPage atomic.Int64
+	// elem is d's place in Engine.lru (nil: not loaded); guarded by
+	// Engine.mu.
+	elem *list.Element
 
 	mu sync.Mutex
 	// gen is the current Generation (nil before the first use); loading
 	// is closed when the Generation being loaded is in gen.
 	gen     *Generation
 	loading chan struct{}
+	// lastOK is the stamp of the last Generation that opened.
+	lastOK stamp
 }
 
 // stamp is what must not change for a Generation to stay valid.
@@ -255,6 +334,7 @@ func (d *Dataset) Current() (*Generation, error) {
 	for {
 		if g := d.gen; g != nil && g.st == s && (g.err == nil || time.Now().Before(g.retryAt)) {
 			d.mu.Unlock()
+			d.o.used(d)
 			return g, g.err
 		}
 		ch := d.loading
@@ -278,9 +358,16 @@ func (d *Dataset) Current() (*Generation, error) {
 
 	d.mu.Lock()
 	d.gen, d.loading = g, nil
+	// A Generation loaded again after a drop, the source unchanged, is
+	// no news to OnLoad.
+	news := g.err == nil && g.st != d.lastOK
+	if g.err == nil {
+		d.lastOK = g.st
+	}
 	d.mu.Unlock()
 	close(ch)
-	if g.err == nil && d.o.opt.OnLoad != nil {
+	d.o.used(d)
+	if news && d.o.opt.OnLoad != nil {
 		d.o.opt.OnLoad(d, g)
 	}
 	return g, g.err
@@ -439,11 +526,9 @@ type Generation struct {
 	bucket  *bufferpool.Bucket
 
 	mu sync.Mutex
-	// plans are the resolved views by group and view name; nextPage is
-	// the first page of the bucket no plan uses yet; fetching are the
-	// blocks being read, by their first page.
+	// plans are the resolved views by group and view name; fetching are
+	// the blocks being read, by their first page.
 	plans    map[string]*Plan
-	nextPage int64
 	fetching map[int64]*fetch
 	memBytes int64 // held by cached plans' mem (string views)
 }

@@ -1,7 +1,6 @@
 package view
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -21,8 +20,6 @@ const (
 	maxPlans = 4096
 	// maxStringElems bounds a variable-length string variable read whole.
 	maxStringElems = 16 << 20
-	// MaxCSV bounds the raw bytes rendered as data.csv at one open.
-	MaxCSV = 64 << 20
 	// maxPlanMem bounds the string views' bytes a Generation keeps in
 	// cached plans; past it a string view is read again at each use.
 	maxPlanMem = 256 << 20
@@ -63,9 +60,10 @@ type Plan struct {
 	csv     *omni.CSVTable
 	csvErr  error
 
-	// csvSize is the length of the CSV rendering once known (-1 before):
-	// a generation is immutable, so it never changes.
-	csvSize atomic.Int64
+	csvMu sync.Mutex
+	// csvIdx is the row index of data.csv once sized (nil before): a
+	// generation is immutable, so it never changes.
+	csvIdx *csvIndex
 
 	failMu sync.Mutex
 	// failed remembers blocks a helper could not read in this Generation,
@@ -138,7 +136,6 @@ func (g *Generation) cachedPlan(key string, raw bool, resolve func() (*omni.Vari
 			p.dtype = p.dec.Out
 		}
 	}
-	p.csvSize.Store(-1)
 	if v.DType == omni.String {
 		if err := p.readStrings(); err != nil {
 			return nil, err
@@ -153,8 +150,7 @@ func (g *Generation) cachedPlan(key string, raw bool, resolve func() (*omni.Vari
 	if old := g.plans[key]; old != nil {
 		return old, nil
 	}
-	p.base = g.nextPage
-	g.nextPage += p.nblocks * p.ppb
+	p.base = g.d.nextPage.Add(p.nblocks*p.ppb) - p.nblocks*p.ppb
 	if len(g.plans) < maxPlans && g.memBytes+int64(len(p.mem)) <= maxPlanMem {
 		g.plans[key] = p
 		g.memBytes += int64(len(p.mem))
@@ -654,106 +650,12 @@ func (p *Plan) Size() int64 { return p.size }
 // dtype for the view.
 func (p *Plan) NPYHeader() []byte { return p.hdr }
 
-// CSV renders the selection as CSV (omni.WriteCSV); a selection of more
-// than MaxCSV raw bytes fails with EFBIG.
-func (p *Plan) CSV(ctx context.Context) ([]byte, error) {
-	if p.CSVTooBig() {
-		return nil, fmt.Errorf("%s: %d bytes, more than %d to render as CSV: %w", p.v.Path, p.size, int64(MaxCSV), syscall.EFBIG)
-	}
-	t, err := p.CSVTable()
-	if err != nil {
-		return nil, err
-	}
-	raw, err := p.ReadAll(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var b bytes.Buffer
-	if err := t.WriteHeader(&b); err != nil {
-		return nil, err
-	}
-	if err := t.WriteRows(&b, p.h, raw); err != nil {
-		return nil, err
-	}
-	p.csvSize.Store(int64(b.Len()))
-	return b.Bytes(), nil
-}
-
-// CSVSize is the length of CSV's rendering: rendered once (its data read
-// through the pool like any read) and remembered in the plan, so that stat
-// of data.csv tells tar, rsync and cp its true size.
-func (p *Plan) CSVSize(ctx context.Context) (int64, error) {
-	if n := p.csvSize.Load(); n >= 0 {
-		return n, nil
-	}
-	b, err := p.CSV(ctx)
-	return int64(len(b)), err
-}
-
-// maxCoordElems bounds a coordinate read whole for the CSV columns;
-// past it the column holds indices.
-const maxCoordElems = 16 << 20
-
-// CSVTable is the CSV layout of the view: per axis the values of its
-// coordinate variable (decoded as the data is: ISO 8601 for CF times;
-// stored values for a raw plan), or indices where the axis has none.
-// Coordinates are read once per plan.
-func (p *Plan) CSVTable() (*omni.CSVTable, error) {
-	p.csvOnce.Do(func() { p.csv, p.csvErr = p.csvTable() })
-	return p.csv, p.csvErr
-}
-
-func (p *Plan) csvTable() (*omni.CSVTable, error) {
-	t := &omni.CSVTable{V: p.v, DType: p.dtype, Sel: p.h, Axes: make([][]string, len(p.shape))}
-	for i := range p.shape {
-		c, err := p.g.ds.Coord(p.v, i)
-		if err != nil || c.Path == p.v.Path || c.External || c.Len() > maxCoordElems {
-			continue // no coordinate (or the variable is its own): indices
-		}
-		raw, err := p.g.readCoord(c)
-		if err != nil {
-			return nil, fmt.Errorf("coordinate %s of %s: %w", c.Path, p.v.Path, err)
-		}
-		if tu, err := omni.ParseTimeUnits(c.Units(), c.Calendar()); err == nil && !p.raw && !omni.DecodingOf(c).Time() && !c.DType.IsString() {
-			// A calendar datetime64 cannot hold (noleap, 360_day, ...):
-			// dates in that calendar, the stored numbers staying in data.
-			vals, err := omni.Float64s(c.DType, raw)
-			if err != nil {
-				return nil, err
-			}
-			col := make([]string, p.h.Count[i])
-			for k := range col {
-				if j := p.h.Start[i] + int64(k)*p.h.StrideAt(i); j < int64(len(vals)) {
-					col[k] = tu.Format(vals[j])
-				}
-			}
-			t.Axes[i] = col
-			continue
-		}
-		ct := c.DType
-		if dec := omni.DecodingOf(c); !p.raw && !dec.Identity() {
-			if raw, err = dec.Decode(raw); err != nil {
-				return nil, fmt.Errorf("coordinate %s of %s: %w", c.Path, p.v.Path, err)
-			}
-			ct = dec.Out
-		}
-		if t.Axes[i], err = omni.CoordStrings(ct, raw, p.h, i); err != nil {
-			return nil, fmt.Errorf("coordinate %s of %s: %w", c.Path, p.v.Path, err)
-		}
-	}
-	return t, nil
-}
-
 // Raw reports a plan serving the stored values (data.raw).
 func (p *Plan) Raw() bool { return p.raw }
 
 // Decoding is how the plan decodes the stored values (Identity for a
 // raw plan or a variable without CF decoding).
 func (p *Plan) Decoding() omni.Decoding { return p.dec }
-
-// CSVTooBig reports whether the selection is too large to render as CSV
-// (more than MaxCSV raw bytes).
-func (p *Plan) CSVTooBig() bool { return p.size > MaxCSV }
 
 // Each calls fn with the selection block by block, in output order: the
 // block's selection of the variable and its raw bytes (valid only during
