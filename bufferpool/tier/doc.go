@@ -22,10 +22,12 @@
 //
 // I/O: a file-tier segment reads and writes with pread/pwrite. A RAM-tier
 // segment also keeps a MAP_SHARED mapping of its memfd, grown (mremap)
-// with the file, and copies through it where the pages are already
-// resident, a memmove about 3x cheaper than pwrite for 1 MiB; first
-// touches, holes and anything it cannot map take pread/pwrite
-// (mmap_linux.go has the rules). The mapping is never touched past the
+// with the file, and copies through it where the pages are resident and
+// were touched once already, a memmove about 3x cheaper than pwrite for
+// 1 MiB; first touches (a page pwritten and read once, as a stage-in
+// is), holes and anything it cannot map take pread/pwrite, since a
+// page's first access through a mapping costs more than the copy it
+// saves on these VMs (mmap_linux.go has the rules). The mapping is never touched past the
 // segment's size as this process set it, and a fault in it (a memfd
 // shrunk behind the daemon's back) degrades to pread/pwrite rather than
 // killing the process. Close unmaps.
