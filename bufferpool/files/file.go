@@ -555,6 +555,7 @@ func (f *file) written() {
 // dataChanged stamps a change of the file's bytes (a write, or shim writes
 // found by a harvest): mtime, and the time the write-back waits out.
 func (f *file) dataChanged() {
+	f.learnWrite()
 	now := time.Now()
 	f.lastWrite.Store(now.UnixNano())
 	f.setMtime(now)

@@ -146,7 +146,6 @@ func (h *Handle) WriteAt(data []byte, off int64) (int, error) {
 	if len(data) == 0 {
 		return 0, nil
 	}
-	h.f.learnWrite()
 	n, err := h.f.write(data, off, h.flags&unix.O_APPEND != 0)
 	h.f.fs.stats.written.Add(uint64(n))
 	h.f.io.written.Add(uint64(n))
@@ -167,7 +166,6 @@ func (h *Handle) WriteInside(data []byte, off int64) (int, error) {
 	if len(data) == 0 {
 		return 0, nil
 	}
-	h.f.learnWrite()
 	n, err := h.f.writeMode(data, off, false, true)
 	h.f.fs.stats.written.Add(uint64(n))
 	h.f.io.written.Add(uint64(n))

@@ -2,6 +2,7 @@ package files
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,9 +48,9 @@ type learnState struct {
 	sessions int    // open handles of the session: it lasts while > 0
 	path     string // the path the session opened the file by
 	rec      []int64
-	last     int64 // last page recorded; -1: none
-	written  bool  // the session wrote the file: its reads say nothing of the next
-	loaded   int   // len(seq) of the history replayed (0: none)
+	last     int64       // last page recorded; -1: none
+	written  atomic.Bool // the session changed the file (any door): its reads say nothing of the next
+	loaded   int         // len(seq) of the history replayed (0: none)
 	replay   *replayPlan
 }
 
@@ -97,7 +98,8 @@ func (f *file) learnOpen(p string) {
 	if l.sessions > 1 {
 		return
 	}
-	l.path, l.rec, l.last, l.written, l.loaded, l.replay = p, nil, -1, false, 0, nil
+	l.path, l.rec, l.last, l.loaded, l.replay = p, nil, -1, 0, nil
+	l.written.Store(false)
 	size, mtime, ok := f.backingStamp()
 	if !ok {
 		return
@@ -162,7 +164,7 @@ func (f *file) learnRead(off int64, n int) {
 // noteLocked appends page i to the recording (a run of reads of one page
 // once), up to max pages.
 func (l *learnState) noteLocked(i int64, max int) {
-	if i == l.last || l.written || len(l.rec) >= max {
+	if i == l.last || l.written.Load() || len(l.rec) >= max {
 		return
 	}
 	l.rec = append(l.rec, i)
@@ -188,15 +190,11 @@ func (f *file) issueLocked() {
 	}
 }
 
-// learnWrite marks the session as one that changed the file.
-func (f *file) learnWrite() {
-	if !f.fs.learning() {
-		return
-	}
-	f.learn.mu.Lock()
-	f.learn.written = true
-	f.learn.mu.Unlock()
-}
+// learnWrite marks the session as one that changed the file. It is
+// dataChanged's and truncate's call, so it sees every change whatever
+// door made it (shim writes when a harvest finds them); lock-free, since
+// callers may hold the file's locks.
+func (f *file) learnWrite() { f.learn.written.Store(true) }
 
 // hotReads is how often the history replayed read page i, if more than
 // once (0: it is not hot).
@@ -249,7 +247,7 @@ func (f *file) keepHistory() {
 	fs := f.fs
 	l := &f.learn
 	l.mu.Lock()
-	rec, path, written, loaded := l.rec, l.path, l.written, l.loaded
+	rec, path, written, loaded := l.rec, l.path, l.written.Load(), l.loaded
 	l.rec, l.replay, l.loaded = nil, nil, 0
 	l.mu.Unlock()
 	if written || len(rec) < minHistoryPages || len(rec) < loaded/2 {
