@@ -104,20 +104,12 @@ var errMoveRaced = errors.New("placement key changed during the move")
 
 // organize runs a pass every Interval until Close.
 func (n *Node) organize() {
-	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.Organizer.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(n.ctx, passTimeout)
-			r, err := n.OrganizeBlobs(ctx)
-			cancel()
-			n.logPass(r, err)
-		}
-	}
+	n.every(n.cfg.Organizer.Interval, func() {
+		ctx, cancel := context.WithTimeout(n.ctx, passTimeout)
+		r, err := n.OrganizeBlobs(ctx)
+		cancel()
+		n.logPass(r, err)
+	})
 }
 
 func (n *Node) logPass(r BlobMoves, err error) {

@@ -374,17 +374,25 @@ func (n *Node) register() error {
 
 // refresh updates the member record every TTL/3.
 func (n *Node) refresh() {
+	n.every(n.cfg.TTL/3, func() {
+		if err := n.register(); err != nil && n.ctx.Err() == nil {
+			logrus.Warnf("%v", err)
+		}
+	})
+}
+
+// every calls fn every d until the node closes; it is a goroutine of
+// n.wg.
+func (n *Node) every(d time.Duration, fn func()) {
 	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.TTL / 3)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
-			if err := n.register(); err != nil && n.ctx.Err() == nil {
-				logrus.Warnf("%v", err)
-			}
+			fn()
 		}
 	}
 }
